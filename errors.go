@@ -1,0 +1,33 @@
+package idem
+
+import "errors"
+
+// The sentinel errors of idem. Layers translate driver errors into these at
+// their boundary, so callers classify errors with errors.Is and never import a
+// driver. Errors are wrapped with %w and may carry detail.
+var (
+	// ErrInFlight reports that another owner is still working on the key and
+	// its result did not arrive within the wait. Retry later (HTTP 409).
+	ErrInFlight = errors.New("idem: request in flight")
+
+	// ErrMismatch reports that the key is already bound to a request with
+	// another fingerprint: the client reused a key for a different request
+	// (HTTP 422). It is never a replay.
+	ErrMismatch = errors.New("idem: key reused with a different request")
+
+	// ErrLeaseLost reports that the caller's token no longer owns the key: the
+	// lease expired and another owner took over, the record was released or
+	// completed, or it expired. Nothing was changed.
+	ErrLeaseLost = errors.New("idem: lease lost")
+
+	// ErrNotFound reports that no live record exists for the key.
+	ErrNotFound = errors.New("idem: not found")
+
+	// ErrUnavailable reports that a store that had to decide could not be
+	// reached or did not answer in time. idem fails closed: the work does not
+	// run (HTTP 503).
+	ErrUnavailable = errors.New("idem: store unavailable")
+
+	// ErrTooLarge reports a result larger than a layer accepts.
+	ErrTooLarge = errors.New("idem: result too large")
+)

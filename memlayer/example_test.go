@@ -1,0 +1,36 @@
+package memlayer_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memlayer"
+)
+
+// A unit test can drive the layer's clock instead of sleeping.
+func Example() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := memlayer.New(memlayer.WithClock(func() time.Time { return now }))
+	ctx := context.Background()
+	key := idem.NewKey("tenant-1", "order-7")
+
+	rec, claimed, _ := l.Reserve(ctx, key, "fp", 30*time.Second, 24*time.Hour)
+	fmt.Println("first claim:", claimed)
+
+	_, claimed, _ = l.Reserve(ctx, key, "fp", 30*time.Second, 24*time.Hour)
+	fmt.Println("duplicate claim:", claimed)
+
+	now = now.Add(time.Minute) // the owner crashed; its lease lapsed
+	_, claimed, _ = l.Reserve(ctx, key, "fp", 30*time.Second, 24*time.Hour)
+	fmt.Println("takeover:", claimed)
+
+	err := l.Complete(ctx, key, rec.Token, []byte("late"), 24*time.Hour)
+	fmt.Println("stale owner:", err)
+	// Output:
+	// first claim: true
+	// duplicate claim: false
+	// takeover: true
+	// stale owner: idem: lease lost
+}

@@ -1,0 +1,229 @@
+package memlayer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+var _ idem.Layer = (*Layer)(nil)
+
+// DefaultMaxResult is the default largest result Complete accepts (8 MiB).
+const DefaultMaxResult = 8 << 20
+
+// sweepEvery is how many Reserve calls pass between two sweeps of expired
+// records.
+const sweepEvery = 1024
+
+// Option configures a Layer.
+type Option func(*Layer)
+
+// WithClock sets the clock the layer reads. Default: time.Now. A test passes
+// a fake clock and advances it instead of sleeping. now must be safe for
+// concurrent use.
+func WithClock(now func() time.Time) Option { return func(l *Layer) { l.now = now } }
+
+// WithMaxResult sets the largest result Complete accepts; a larger one gives
+// idem.ErrTooLarge. Default DefaultMaxResult. n <= 0 means no limit.
+func WithMaxResult(n int) Option { return func(l *Layer) { l.maxResult = n } }
+
+// Layer is an in-memory idem.Layer, safe for concurrent use. The zero value
+// is not usable; call New.
+type Layer struct {
+	now       func() time.Time
+	maxResult int
+
+	mu      sync.Mutex // guards records and ops
+	records map[[idem.KeySize]byte]*entry
+	ops     int
+}
+
+// entry is one stored record. It is only read or written with Layer.mu held.
+type entry struct {
+	fingerprint string
+	state       idem.State
+	token       string
+	result      []byte
+	leaseUntil  time.Time
+	expiresAt   time.Time
+}
+
+// New returns an empty Layer.
+func New(opts ...Option) *Layer {
+	l := &Layer{now: time.Now, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]*entry)}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
+
+// Len returns how many records are stored, expired ones not yet swept
+// included.
+func (l *Layer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.records)
+}
+
+func check(ctx context.Context, key idem.Key) error {
+	if key.IsZero() {
+		return idem.ErrInvalidKey
+	}
+	return ctx.Err()
+}
+
+// live returns the unexpired entry for key, deleting an expired one. l.mu
+// must be held.
+func (l *Layer) live(key idem.Key, now time.Time) *entry {
+	d := key.Digest()
+	e := l.records[d]
+	if e == nil {
+		return nil
+	}
+	if !now.Before(e.expiresAt) {
+		delete(l.records, d)
+		return nil
+	}
+	return e
+}
+
+func (e *entry) record(key idem.Key) idem.Record {
+	r := idem.Record{
+		Key:         key,
+		Fingerprint: e.fingerprint,
+		State:       e.state,
+		LeaseUntil:  e.leaseUntil,
+		ExpiresAt:   e.expiresAt,
+	}
+	if e.result != nil {
+		r.Result = append([]byte{}, e.result...)
+	}
+	return r
+}
+
+// Reserve implements idem.Layer.
+func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, lease, ttl time.Duration) (idem.Record, bool, error) {
+	if err := check(ctx, key); err != nil {
+		return idem.Record{}, false, err
+	}
+	if lease <= 0 || ttl <= 0 {
+		return idem.Record{}, false, fmt.Errorf("memlayer: lease and ttl must be positive (lease %v, ttl %v)", lease, ttl)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.ops++
+	if l.ops%sweepEvery == 0 {
+		l.sweep(now)
+	}
+	e := l.live(key, now)
+	if e != nil && !(e.state == idem.StateInProgress && e.fingerprint == fingerprint && !now.Before(e.leaseUntil)) {
+		return e.record(key), false, nil
+	}
+	// New claim or takeover of an expired lease.
+	e = &entry{
+		fingerprint: fingerprint,
+		state:       idem.StateInProgress,
+		token:       idem.NewToken(),
+		leaseUntil:  now.Add(lease),
+		expiresAt:   now.Add(max(ttl, lease)),
+	}
+	l.records[key.Digest()] = e
+	r := e.record(key)
+	r.Token = e.token
+	return r, true, nil
+}
+
+// Complete implements idem.Layer.
+func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result []byte, ttl time.Duration) error {
+	if err := check(ctx, key); err != nil {
+		return err
+	}
+	if l.maxResult > 0 && len(result) > l.maxResult {
+		return fmt.Errorf("%w: %d bytes, limit %d", idem.ErrTooLarge, len(result), l.maxResult)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("memlayer: ttl must be positive (%v)", ttl)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	e := l.live(key, now)
+	if e == nil || e.token != token || token == "" {
+		return idem.ErrLeaseLost
+	}
+	if e.state == idem.StateCompleted {
+		return nil // a re-sent Complete by the same owner
+	}
+	e.state = idem.StateCompleted
+	e.result = append(make([]byte, 0, len(result)), result...)
+	e.leaseUntil = time.Time{}
+	e.expiresAt = now.Add(ttl)
+	return nil
+}
+
+// Release implements idem.Layer.
+func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
+	if err := check(ctx, key); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.live(key, l.now())
+	if e == nil {
+		return nil
+	}
+	if e.token != token || e.state != idem.StateInProgress {
+		return idem.ErrLeaseLost
+	}
+	delete(l.records, key.Digest())
+	return nil
+}
+
+// Renew implements idem.Layer.
+func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease time.Duration) error {
+	if err := check(ctx, key); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		return fmt.Errorf("memlayer: lease must be positive (%v)", lease)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	e := l.live(key, now)
+	if e == nil || e.token != token || e.state != idem.StateInProgress {
+		return idem.ErrLeaseLost
+	}
+	e.leaseUntil = now.Add(lease)
+	if e.expiresAt.Before(e.leaseUntil) {
+		e.expiresAt = e.leaseUntil
+	}
+	return nil
+}
+
+// Get implements idem.Layer.
+func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
+	if err := check(ctx, key); err != nil {
+		return idem.Record{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.live(key, l.now())
+	if e == nil {
+		return idem.Record{}, idem.ErrNotFound
+	}
+	return e.record(key), nil
+}
+
+// sweep deletes every expired record. l.mu must be held.
+func (l *Layer) sweep(now time.Time) {
+	for d, e := range l.records {
+		if !now.Before(e.expiresAt) {
+			delete(l.records, d)
+		}
+	}
+}

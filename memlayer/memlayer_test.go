@@ -1,0 +1,87 @@
+package memlayer_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeClock is a clock that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestConformanceFakeClock(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	l := memlayer.New(memlayer.WithClock(clock.Now))
+	storetest.Run(t, storetest.Harness{
+		New:     func(*testing.T) idem.Layer { return l },
+		Advance: func(_ *testing.T, d time.Duration) { clock.Advance(d) },
+		Tick:    time.Second,
+	})
+}
+
+func TestConformanceRealClock(t *testing.T) {
+	l := memlayer.New()
+	storetest.Run(t, storetest.Harness{
+		New:  func(*testing.T) idem.Layer { return l },
+		Tick: 20 * time.Millisecond,
+	})
+}
+
+func TestMaxResult(t *testing.T) {
+	l := memlayer.New(memlayer.WithMaxResult(4))
+	k := idem.NewKey("", "max")
+	rec, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(t.Context(), k, rec.Token, []byte("12345"), time.Hour); err == nil {
+		t.Fatal("Complete over the limit succeeded")
+	}
+	if err := l.Complete(t.Context(), k, rec.Token, []byte("1234"), time.Hour); err != nil {
+		t.Fatalf("Complete at the limit: %v", err)
+	}
+}
+
+func TestExpiredRecordsAreSwept(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	l := memlayer.New(memlayer.WithClock(clock.Now))
+	for i := range 1000 {
+		k := idem.NewKey("sweep", string(rune('a'+i%26))+time.Duration(i).String())
+		if _, _, err := l.Reserve(t.Context(), k, "fp", time.Second, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Minute)
+	for i := range 1100 {
+		k := idem.NewKey("sweep2", time.Duration(i).String())
+		if _, _, err := l.Reserve(t.Context(), k, "fp", time.Hour, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.Len(); n > 1100 {
+		t.Fatalf("%d records stored, want expired ones swept (at most 1100 live)", n)
+	}
+}

@@ -1,0 +1,146 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// Tier names where a decision or a replay came from.
+type Tier uint8
+
+const (
+	// TierNone means no tier answered (an error before any tier, or work run
+	// without a decision under FailOpen).
+	TierNone Tier = iota
+	// TierLocal is the in-process burst collapse and local cache.
+	TierLocal
+	// TierRedis is the Redis layer.
+	TierRedis
+	// TierSQL is the SQL layer.
+	TierSQL
+	// TierMemory is the in-memory layer (tests, single-process use).
+	TierMemory
+)
+
+// String returns the tier's lower-case name.
+func (t Tier) String() string {
+	switch t {
+	case TierLocal:
+		return "local"
+	case TierRedis:
+		return "redis"
+	case TierSQL:
+		return "sql"
+	case TierMemory:
+		return "memory"
+	}
+	return "none"
+}
+
+// EventKind says what happened in an Event.
+type EventKind uint8
+
+const (
+	// EventNew: the key was claimed and the work ran (Duration: the work).
+	EventNew EventKind = iota + 1
+	// EventReplay: a stored result was returned (Tier: where it was found).
+	EventReplay
+	// EventWaited: a duplicate waited for an in-flight owner and got its
+	// result (Duration: the wait).
+	EventWaited
+	// EventInFlight: a duplicate gave up waiting (ErrInFlight).
+	EventInFlight
+	// EventMismatch: the key is bound to another fingerprint (ErrMismatch).
+	EventMismatch
+	// EventLeaseLost: the owner lost its lease while working or completing.
+	EventLeaseLost
+	// EventTakeover: an expired claim was taken over with a new token.
+	EventTakeover
+	// EventTierError: a tier failed (Err) and the call went on without it or
+	// failed closed.
+	EventTierError
+	// EventFallbackOn: a tier is skipped after repeated failures (Tier).
+	EventFallbackOn
+	// EventFallbackOff: a skipped tier answered again and is used again.
+	EventFallbackOff
+	// EventReleased: a claim was released after failed work, so a retry runs.
+	EventReleased
+)
+
+// String returns the kind's snake_case name, suitable as a metric label.
+func (k EventKind) String() string {
+	switch k {
+	case EventNew:
+		return "new"
+	case EventReplay:
+		return "replay"
+	case EventWaited:
+		return "waited"
+	case EventInFlight:
+		return "in_flight"
+	case EventMismatch:
+		return "mismatch"
+	case EventLeaseLost:
+		return "lease_lost"
+	case EventTakeover:
+		return "takeover"
+	case EventTierError:
+		return "tier_error"
+	case EventFallbackOn:
+		return "fallback_on"
+	case EventFallbackOff:
+		return "fallback_off"
+	case EventReleased:
+		return "released"
+	}
+	return "unknown"
+}
+
+// Event is one observation. Key is the key concerned (zero for tier-wide
+// events such as fallbacks); log it with Key.String, which is redacted.
+type Event struct {
+	Kind     EventKind
+	Tier     Tier
+	Key      Key
+	Duration time.Duration
+	Err      error
+}
+
+// Observer receives events. Observe is called synchronously on the hot path
+// and from several goroutines at once: it must be fast and safe for
+// concurrent use. A nil Observer costs one comparison.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// Observers fans events out to each non-nil observer in order. It returns nil
+// when none is left, so callers keep the nil fast path.
+func Observers(obs ...Observer) Observer {
+	var list multiObserver
+	for _, o := range obs {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	}
+	return list
+}
+
+type multiObserver []Observer
+
+func (m multiObserver) Observe(ctx context.Context, e Event) {
+	for _, o := range m {
+		o.Observe(ctx, e)
+	}
+}

@@ -1,0 +1,99 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// State is the state of a Record.
+type State uint8
+
+const (
+	// StateInProgress marks a record claimed by an owner whose work has not
+	// finished. Only the holder of its Token may change it.
+	StateInProgress State = 1
+	// StateCompleted marks a record whose result is stored and replayed to
+	// every duplicate until it expires.
+	StateCompleted State = 2
+)
+
+// String returns "in_progress", "completed" or "unknown".
+func (s State) String() string {
+	switch s {
+	case StateInProgress:
+		return "in_progress"
+	case StateCompleted:
+		return "completed"
+	}
+	return "unknown"
+}
+
+// Record is what a layer stores under a Key.
+type Record struct {
+	// Key is the record's key.
+	Key Key
+	// Fingerprint is the hash of what the first request meant. A later
+	// request with the same key and another fingerprint is a mismatch.
+	Fingerprint string
+	// State is StateInProgress or StateCompleted.
+	State State
+	// Token is the owner token minted at the claim. Layers return it only to
+	// the caller whose Reserve claimed the key; every other read has "".
+	Token string
+	// Result is the stored result of a completed record, opaque to layers. It
+	// is nil for an in-progress record and may be empty for a completed one.
+	Result []byte
+	// LeaseUntil is when an in-progress claim lapses unless renewed (by the
+	// store's clock). Zero for a completed record.
+	LeaseUntil time.Time
+	// ExpiresAt is when the record is forgotten (by the store's clock).
+	ExpiresAt time.Time
+}
+
+// Completed reports whether r holds a result.
+func (r Record) Completed() bool { return r.State == StateCompleted }
+
+// Layer is one storage tier. Every implementation passes the conformance
+// suite in package storetest. All times are the store's own clock: a
+// database decides leases by its clock, never the application's.
+//
+// Tokens are random per claim. Every change to an in-progress record is a
+// compare-and-set on the token; a token that does not match gets
+// [ErrLeaseLost] and changes nothing.
+type Layer interface {
+	// Reserve claims key for fingerprint, or reports what is there.
+	//
+	//   - No live record: a new in-progress record is stored with a fresh
+	//     token, a lease of lease and an expiry of ttl; claimed is true and the
+	//     returned record carries the token.
+	//   - A live record: it is returned (Token "") and claimed is false. The
+	//     caller compares Fingerprint (a different one is a mismatch) and
+	//     State (completed: replay; in progress: wait).
+	//   - An in-progress record with the same fingerprint whose lease has
+	//     expired is taken over: a new token is minted, claimed is true, and
+	//     the old owner's token stops working. A record with another
+	//     fingerprint is never taken over.
+	//
+	// A duplicate must cost a read, not a write.
+	Reserve(ctx context.Context, key Key, fingerprint string, lease, ttl time.Duration) (rec Record, claimed bool, err error)
+
+	// Complete stores result for the in-progress record owned by token and
+	// keeps it for ttl. Completing again with the same token after success
+	// returns nil and changes nothing (safe to re-send). Any other token, a
+	// missing record, or a record taken over gives ErrLeaseLost.
+	Complete(ctx context.Context, key Key, token string, result []byte, ttl time.Duration) error
+
+	// Release forgets the in-progress record owned by token, so that the next
+	// Reserve claims the key (the work failed and may run again). A missing
+	// record is not an error (safe to re-send); another token or a completed
+	// record gives ErrLeaseLost and changes nothing.
+	Release(ctx context.Context, key Key, token string) error
+
+	// Renew extends the lease of the in-progress record owned by token to
+	// lease from now. Another token, a missing or completed record gives
+	// ErrLeaseLost.
+	Renew(ctx context.Context, key Key, token string, lease time.Duration) error
+
+	// Get returns the live record for key (Token ""), or ErrNotFound.
+	Get(ctx context.Context, key Key) (Record, error)
+}

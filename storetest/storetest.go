@@ -1,0 +1,114 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// DefaultTick is the lease used in expiry tests on a real clock.
+const DefaultTick = 250 * time.Millisecond
+
+// Harness describes one backend under test.
+type Harness struct {
+	// New returns a Layer over the backend. Each call returns another
+	// instance (its own client or pool where the backend has them) over the
+	// same shared data, as separate service instances would have; the
+	// concurrency tests spread goroutines over several. Required. New
+	// registers its own cleanup with t.Cleanup.
+	New func(t *testing.T) idem.Layer
+
+	// Advance moves the backend's clock forward by d. Nil means the backend
+	// runs on a real clock and the suite sleeps instead.
+	Advance func(t *testing.T, d time.Duration)
+
+	// Tick is the lease the expiry tests use; they wait 2×Tick for a lease to
+	// lapse. Default DefaultTick. A backend whose clock has coarse resolution
+	// or whose calls are slow asks for more.
+	Tick time.Duration
+
+	// Contenders scales the concurrency tests: goroutines on one key (default
+	// 64) and keys in the many-keys test (default 500, each with 8
+	// contenders).
+	Contenders, Keys int
+}
+
+// suite is the state shared by the subtests of one Run.
+type suite struct {
+	h     Harness
+	scope string
+}
+
+// Run runs the conformance suite against h.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil {
+		t.Fatal("storetest: Harness.New is required")
+	}
+	if h.Tick <= 0 {
+		h.Tick = DefaultTick
+	}
+	if h.Contenders <= 0 {
+		h.Contenders = 64
+	}
+	if h.Keys <= 0 {
+		h.Keys = 500
+	}
+	s := &suite{h: h, scope: "storetest-" + randomHex(8)}
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"ClaimEmptyKey", s.claimEmptyKey},
+		{"SecondReserveSeesOwner", s.secondReserveSeesOwner},
+		{"OtherFingerprintNotClaimed", s.otherFingerprintNotClaimed},
+		{"CompleteByOwner", s.completeByOwner},
+		{"CompleteResentByOwner", s.completeResent},
+		{"WrongTokenChangesNothing", s.wrongToken},
+		{"OwnerCannotChangeCompleted", s.ownerCannotChangeCompleted},
+		{"ReleaseLetsNextClaim", s.releaseLetsNextClaim},
+		{"ReleaseMissingIsNoop", s.releaseMissing},
+		{"RenewExtendsLease", s.renewExtends},
+		{"ExpiredLeaseTakenOver", s.expiredLeaseTakenOver},
+		{"ExpiredLeaseOtherFingerprintKept", s.expiredLeaseOtherFingerprint},
+		{"ResultsByteForByte", s.resultsByteForByte},
+		{"RetentionExpiry", s.retentionExpiry},
+		{"GetMissing", s.getMissing},
+		{"ZeroKeyRejected", s.zeroKey},
+		{"CancelledContext", s.cancelledContext},
+		{"KeysAreIndependent", s.keysIndependent},
+		{"OneKeyManyContenders", s.oneKeyManyContenders},
+		{"ManyKeysEightContenders", s.manyKeys},
+	} {
+		t.Run(tc.name, tc.fn)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// key returns a fresh key no other test uses.
+func (s *suite) key() idem.Key { return idem.NewKey(s.scope, randomHex(12)) }
+
+// wait lets d pass on the backend's clock.
+func (s *suite) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	if s.h.Advance != nil {
+		s.h.Advance(t, d)
+		return
+	}
+	time.Sleep(d)
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
