@@ -1,0 +1,142 @@
+package fingerprint
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"slices"
+)
+
+// jsonType is the media type Sum assumes.
+const jsonType = "application/json"
+
+// Builder computes fingerprints with one configuration. It is immutable
+// after New and safe for concurrent use by any number of goroutines.
+type Builder struct {
+	filter     *filter
+	method     bool
+	route      func(*http.Request) string
+	query      bool
+	queryAllow map[string]bool // nil: every parameter may count
+	queryDeny  map[string]bool
+	headers    []string // canonical names, sorted, without repeats
+	maxBytes   int64
+	maxDepth   int
+	err        error // a configuration error, returned by every method
+}
+
+// New returns a Builder configured by opts over the defaults: the default
+// deny-list on, no allow-list, method, route (DefaultRoute) and all query
+// parameters counting, no header counting, DefaultMaxBytes and
+// DefaultMaxDepth. A malformed field path does not panic: every method of
+// the returned Builder then fails with an error wrapping ErrInvalidPath.
+func New(opts ...Option) *Builder {
+	c := defaults()
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	b := &Builder{
+		method:   c.method,
+		route:    c.route,
+		query:    c.query,
+		maxBytes: c.maxBytes,
+		maxDepth: c.maxDepth,
+	}
+	var deny []string
+	if c.defaultDeny {
+		deny = DefaultDeny()
+	}
+	deny = append(deny, c.deny...)
+	b.filter, b.err = compileFilter(c.allow, deny)
+	if c.queryAllowSet {
+		b.queryAllow = set(c.queryAllow)
+	}
+	b.queryDeny = set(c.queryDeny)
+	for _, h := range c.headers {
+		b.headers = append(b.headers, textproto.CanonicalMIMEHeaderKey(h))
+	}
+	slices.Sort(b.headers)
+	b.headers = slices.Compact(b.headers)
+	return b
+}
+
+func set(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// Sum returns the fingerprint of body treated as JSON: its canonical form
+// (RFC 8785) after the Builder's allow- and deny-lists, hashed. Request
+// parts (method, route, query, headers) do not count: Sum is for queue
+// messages and other bodies without a request. An empty body has its own
+// fingerprint; a body of only whitespace is invalid JSON.
+//
+// The result is DigestLen bytes long and starts with Prefix. Bad input
+// returns an error wrapping ErrInvalidJSON, ErrDuplicateMember,
+// ErrNumberRange, ErrInvalidString, ErrTooDeep or ErrTooLarge, and never
+// panics. Sum(body) equals Request for a request whose method, route and
+// query are switched off and whose body is that JSON.
+func (b *Builder) Sum(body []byte) (string, error) {
+	if err := b.check(body); err != nil {
+		return "", err
+	}
+	w := getWork()
+	defer putWork(w)
+	w.out = append(w.out, domain...)
+	if err := w.jsonBody(b, jsonType, body); err != nil {
+		return "", err
+	}
+	return digest(w.out), nil
+}
+
+// Canonicalize returns the canonical form that Sum hashes for a JSON body:
+// RFC 8785 after the Builder's allow- and deny-lists. It is meant for
+// debugging a fingerprint that differs unexpectedly. Errors are those of
+// Sum; an empty body is invalid JSON here.
+func (b *Builder) Canonicalize(body []byte) ([]byte, error) {
+	if err := b.check(body); err != nil {
+		return nil, err
+	}
+	w := getWork()
+	defer putWork(w)
+	if err := w.canonical(body, b.maxDepth, b.filter); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(w.out), nil
+}
+
+func (b *Builder) check(body []byte) error {
+	if b.err != nil {
+		return b.err
+	}
+	if int64(len(body)) > b.maxBytes {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(body), b.maxBytes)
+	}
+	return nil
+}
+
+// jsonBody appends the body part of a JSON body of media type mt.
+func (w *work) jsonBody(b *Builder, mt string, body []byte) error {
+	out, at := begin(w.out, tagBody)
+	if len(body) == 0 {
+		w.out = append(out, bodyEmpty)
+		end(w.out, at)
+		return nil
+	}
+	out = append(out, bodyJSON)
+	w.out = appendStr(out, 0, mt)
+	if err := w.canonical(body, b.maxDepth, b.filter); err != nil {
+		return err
+	}
+	end(w.out, at)
+	return nil
+}

@@ -1,0 +1,55 @@
+package fingerprint
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The errors below are returned wrapped (with the byte offset or the member
+// name where that helps) and are meant to be checked with errors.Is. Every one
+// of them describes bad input or bad configuration, never an internal fault:
+// an HTTP layer answers the input errors with 400 Bad Request.
+var (
+	// ErrInvalidJSON reports a body that is not JSON text (RFC 8259): a
+	// syntax error, an unexpected end, trailing data after the top-level
+	// value, or a body that is only whitespace.
+	ErrInvalidJSON = errors.New("fingerprint: invalid JSON")
+
+	// ErrDuplicateMember reports an object with two members of the same name
+	// (compared after unescaping). RFC 8785 requires I-JSON input, which
+	// forbids them; which of the two a handler would see is undefined.
+	ErrDuplicateMember = errors.New("fingerprint: duplicate member name")
+
+	// ErrNumberRange reports a number whose magnitude is too large for an
+	// IEEE-754 double (above 1.7976931348623157e308 after rounding). Numbers
+	// too small to represent round to zero, as in every JSON parser.
+	ErrNumberRange = errors.New("fingerprint: number out of range")
+
+	// ErrInvalidString reports a string that holds invalid UTF-8, a raw
+	// control character, a malformed escape, or a \u escape naming a lone
+	// surrogate (a high surrogate not followed by a low one, or a low one
+	// on its own).
+	ErrInvalidString = errors.New("fingerprint: invalid string")
+
+	// ErrTooDeep reports objects and arrays nested deeper than the depth
+	// limit (DefaultMaxDepth unless WithMaxDepth says otherwise). The limit
+	// is checked while scanning, before any work proportional to the depth.
+	ErrTooDeep = errors.New("fingerprint: nesting too deep")
+
+	// ErrTooLarge reports a body longer than the size limit (DefaultMaxBytes
+	// for a Builder unless WithMaxBytes says otherwise; HardMaxBytes for
+	// Canonicalize). It is returned before the body is scanned.
+	ErrTooLarge = errors.New("fingerprint: body too large")
+
+	// ErrInvalidPath reports a field path given to WithAllow or WithDeny
+	// that does not follow the path syntax described in the package
+	// documentation. Every method of a Builder built with such a path
+	// returns it, so a typo never silently widens what counts.
+	ErrInvalidPath = errors.New("fingerprint: invalid field path")
+)
+
+// errAt wraps a sentinel with a short reason and the byte offset of the
+// offending input.
+func errAt(sentinel error, reason string, offset int) error {
+	return fmt.Errorf("%w: %s at offset %d", sentinel, reason, offset)
+}

@@ -1,0 +1,166 @@
+package fingerprint
+
+import "net/http"
+
+// DefaultMaxBytes is the default body size limit of a Builder: 16 MiB. The
+// HTTP middleware usually refuses large bodies first; this limit keeps a
+// direct caller of Sum or Request from hashing arbitrarily large input.
+const DefaultMaxBytes = 16 << 20
+
+// DefaultDeny is the deny-list a Builder applies unless WithDefaultDeny(false)
+// is given: member names that carry per-attempt noise rather than meaning,
+// dropped at any depth. A field that may carry business meaning (id,
+// created_at, date, version, ts, event_id …) is deliberately absent: a
+// deny-list that is too broad merges two real orders. The slice is a copy;
+// changing it changes nothing.
+func DefaultDeny() []string {
+	return []string{
+		"**.timestamp",
+		"**.nonce",
+		"**.trace_id", "**.traceId",
+		"**.span_id", "**.spanId",
+		"**.request_id", "**.requestId",
+		"**.correlation_id", "**.correlationId",
+		"**.traceparent", "**.tracestate",
+	}
+}
+
+// Option configures a Builder. Options apply in order after the defaults;
+// those that take lists add to what earlier calls gave.
+type Option func(*config)
+
+type config struct {
+	allow, deny   []string
+	defaultDeny   bool
+	method        bool
+	route         func(*http.Request) string
+	query         bool
+	queryAllow    []string
+	queryAllowSet bool
+	queryDeny     []string
+	headers       []string
+	maxBytes      int64
+	maxDepth      int
+}
+
+func defaults() config {
+	return config{
+		defaultDeny: true,
+		method:      true,
+		route:       DefaultRoute,
+		query:       true,
+		maxBytes:    DefaultMaxBytes,
+		maxDepth:    DefaultMaxDepth,
+	}
+}
+
+// WithAllow makes only the body fields at these paths count (path syntax
+// and matching rules in the package documentation). Default: no allow-list,
+// every field counts except those denied. Deny paths still apply inside an
+// allowed field. Calls add up; a call with no paths changes nothing.
+func WithAllow(paths ...string) Option {
+	return func(c *config) { c.allow = append(c.allow, paths...) }
+}
+
+// WithDeny makes the body fields at these paths never count, in addition to
+// the default deny-list (unless WithDefaultDeny(false)). Default: only the
+// default deny-list. Calls add up.
+func WithDeny(paths ...string) Option {
+	return func(c *config) { c.deny = append(c.deny, paths...) }
+}
+
+// WithDefaultDeny turns the default deny-list (DefaultDeny) on or off.
+// Default: on. Paths given to WithDeny apply either way.
+func WithDefaultDeny(on bool) Option {
+	return func(c *config) { c.defaultDeny = on }
+}
+
+// WithMethod makes the request method count or not in Request and
+// RequestBody. Default: it counts (an empty method counts as GET, as in
+// net/http).
+func WithMethod(on bool) Option {
+	return func(c *config) { c.method = on }
+}
+
+// WithRoute sets the function that names the route of a request in Request
+// and RequestBody. Default: DefaultRoute, the escaped URL path. A nil
+// function makes the route not count at all.
+func WithRoute(route func(r *http.Request) string) Option {
+	return func(c *config) { c.route = route }
+}
+
+// WithQuery makes the query string count or not in Request and RequestBody.
+// Default: every query parameter counts.
+func WithQuery(on bool) Option {
+	return func(c *config) { c.query = on }
+}
+
+// WithQueryAllow makes only the query parameters with these names
+// (case-sensitive, compared after unescaping) count. Default: all count.
+// Calls add up; a call with no names changes nothing.
+func WithQueryAllow(names ...string) Option {
+	return func(c *config) {
+		if len(names) > 0 {
+			c.queryAllow = append(c.queryAllow, names...)
+			c.queryAllowSet = true
+		}
+	}
+}
+
+// WithQueryDeny makes the query parameters with these names
+// (case-sensitive) never count. Default: none is denied; the body's
+// deny-list does not apply to the query. Calls add up.
+func WithQueryDeny(names ...string) Option {
+	return func(c *config) { c.queryDeny = append(c.queryDeny, names...) }
+}
+
+// WithHeaders makes the request headers with these names count
+// (case-insensitive; "Host" means the request's Host). Default: no header
+// counts. Each named header counts with all its values in the order
+// received; an absent header and a header with an empty value differ.
+// Calls add up.
+func WithHeaders(names ...string) Option {
+	return func(c *config) { c.headers = append(c.headers, names...) }
+}
+
+// WithMaxBytes sets the largest body, in bytes, that Sum, Request,
+// RequestBody and Builder.Canonicalize accept; a longer one fails with
+// ErrTooLarge before any scanning. Default: DefaultMaxBytes (16 MiB).
+// Zero, a negative n or one above HardMaxBytes means HardMaxBytes (1 GiB).
+func WithMaxBytes(n int64) Option {
+	return func(c *config) {
+		if n <= 0 || n > HardMaxBytes {
+			n = HardMaxBytes
+		}
+		c.maxBytes = n
+	}
+}
+
+// WithMaxDepth sets how many objects and arrays may be open at once in a
+// JSON body; deeper input fails with ErrTooDeep. Default: DefaultMaxDepth
+// (1000). Zero or a negative n means the default; n above MaxDepthLimit
+// means MaxDepthLimit.
+func WithMaxDepth(n int) Option {
+	return func(c *config) {
+		switch {
+		case n <= 0:
+			n = DefaultMaxDepth
+		case n > MaxDepthLimit:
+			n = MaxDepthLimit
+		}
+		c.maxDepth = n
+	}
+}
+
+// DefaultRoute is the route function of a Builder unless WithRoute replaces
+// it: the escaped URL path (RawPath when it is a valid encoding of Path), so
+// that /a%2Fb and /a/b stay different. It is not r.Pattern: a pattern such
+// as "POST /orders/{id}" is the same for /orders/1 and /orders/2, which
+// would merge two orders, and it is empty outside a ServeMux's dispatch, so
+// it would change with where the middleware is mounted.
+func DefaultRoute(r *http.Request) string {
+	if r.URL == nil {
+		return ""
+	}
+	return r.URL.EscapedPath()
+}

@@ -1,0 +1,52 @@
+package fingerprint
+
+import "sync"
+
+// work is the scratch space of one call: the parser's slices, the output
+// buffer and the path-matching states. It is reused through a pool so that
+// a steady stream of requests allocates next to nothing.
+type work struct {
+	p       parser
+	out     []byte
+	states  []state
+	pairs   []pair
+	scratch []byte // unescaped query and form pairs
+}
+
+// Buffers larger than these are dropped rather than pooled, so that one huge
+// body does not pin its memory for the life of the process.
+const (
+	maxPooledTokens = 1 << 16
+	maxPooledBytes  = 1 << 20
+)
+
+var workPool = sync.Pool{New: func() any { return new(work) }}
+
+func getWork() *work {
+	w := workPool.Get().(*work)
+	w.out = w.out[:0]
+	w.states = w.states[:0]
+	w.pairs = w.pairs[:0]
+	return w
+}
+
+func putWork(w *work) {
+	w.p.in = nil
+	if cap(w.p.toks) > maxPooledTokens || cap(w.p.order) > maxPooledTokens || cap(w.p.nums) > maxPooledTokens {
+		w.p = parser{}
+	}
+	if cap(w.p.dec) > maxPooledBytes {
+		w.p.dec = nil
+	}
+	if cap(w.out) > maxPooledBytes {
+		w.out = nil
+	}
+	if cap(w.scratch) > maxPooledBytes {
+		w.scratch = nil
+	}
+	if cap(w.pairs) > maxPooledTokens {
+		w.pairs = nil
+	}
+	clear(w.pairs[:cap(w.pairs)])
+	workPool.Put(w)
+}
