@@ -1,0 +1,49 @@
+// Package tiered is the Store users call: it puts the tiers of idem in front
+// of a function so that the function runs once per key and every copy of the
+// call gets the same answer, across any number of instances.
+//
+// A call to [Store.Do] goes through these steps:
+//
+//  1. Local burst: concurrent calls in this process with the same key and
+//     fingerprint share one execution (singleflight). Each caller may give up
+//     on its own context; that cancels neither the work nor the others.
+//  2. Local cache: a bounded LRU of completed results answers hot replays
+//     with no I/O. A different fingerprint is still a mismatch.
+//  3. Redis (optional, [WithRedis]): one round trip claims the key or says
+//     what is there — completed (replay), in progress (wait for its
+//     completion signal), another fingerprint (mismatch).
+//  4. SQL (recommended, [WithSQL]): a unique row decides. Completed: replay
+//     and back-fill Redis. In progress: wait (bounded polling). Lease expired:
+//     take over with a new token.
+//  5. Work: only the owner runs fn, under a context detached from every
+//     caller, renewed in every tier at lease/3, and cancelled with cause
+//     [idem.ErrLeaseLost] if the lease cannot be kept.
+//  6. Finish: success completes SQL first (the decision), then Redis (which
+//     wakes waiters on other instances), then the local cache. An error or a
+//     panic releases the key in every tier, so a retry runs again.
+//
+// # Modes
+//
+//   - SQL and Redis: recommended. Redis answers most duplicates in one round
+//     trip; SQL makes the final decision and survives Redis loss.
+//   - SQL only: correct; every duplicate costs a database read.
+//   - Redis only: for dedup that is not about money. Weaker: Redis can lose a
+//     lease on eviction, flush or failover, and a duplicate can then run.
+//
+// # Degraded modes
+//
+// A Redis call that fails or exceeds its timeout is skipped and SQL decides
+// alone; after [DefaultRedisFailures] failures in a row Redis is skipped
+// without trying for a cool-down, then probed again. Each switch is reported
+// to the Observer (EventFallbackOn, EventFallbackOff). When the deciding tier
+// (SQL, or Redis in Redis-only mode) cannot answer, Do fails closed with
+// [idem.ErrUnavailable] and fn does not run — unless [WithFailOpen] says to
+// run it without a decision.
+//
+// # Panics
+//
+// A panic in fn is recovered inside the work (so singleflight cannot re-panic
+// it on a goroutine no one can recover), the key is released in every tier,
+// and every caller sharing that execution gets a *[PanicError] holding the
+// value and the stack. The process never dies of it; the caller decides.
+package tiered

@@ -1,0 +1,383 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// execute decides who runs fn for key and runs it if this process won. It is
+// the one function handed to singleflight, so it never panics.
+func (s *Store) execute(key idem.Key, fp string, fn Func) outcome {
+	ctx := s.base
+	start := time.Now()
+	deadline := start.Add(s.cfg.wait)
+
+	rtok, o, done := s.redisPhase(ctx, key, fp, fn, deadline)
+	if done {
+		return o
+	}
+	if s.sql == nil {
+		return s.run(ctx, key, fp, fn, "", rtok, idem.TierRedis)
+	}
+	stok, o, done := s.sqlPhase(ctx, key, fp, fn, rtok, start, deadline)
+	if done {
+		return o
+	}
+	return s.run(ctx, key, fp, fn, stok, rtok, idem.TierSQL)
+}
+
+// redisPhase asks Redis first. It returns this process's Redis claim (or ""
+// when Redis was skipped), or a finished outcome: a replay, a mismatch, an
+// in-flight answer, or — in Redis-only mode — the outcome of deciding
+// without Redis.
+func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func, deadline time.Time) (rtok string, o outcome, done bool) {
+	if s.redis == nil {
+		return "", outcome{}, false
+	}
+	start := time.Now()
+	waited := false
+	for {
+		use, _ := s.health.allow(time.Now())
+		if !use {
+			if s.sql == nil {
+				return "", s.undecided(ctx, key, fp, fn, fmt.Errorf("%w: redis is switched off after repeated failures", idem.ErrUnavailable)), true
+			}
+			return "", outcome{}, false
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.redisTimeout)
+		rec, claimed, err := s.redis.Reserve(rctx, key, fp, s.cfg.lease, s.cfg.retention)
+		cancel()
+		if err != nil {
+			s.redisFailed(ctx, key, err)
+			if s.sql == nil {
+				return "", s.undecided(ctx, key, fp, fn, err), true
+			}
+			return "", outcome{}, false // SQL decides alone
+		}
+		s.health.ok(ctx)
+		if claimed {
+			return rec.Token, outcome{}, false
+		}
+		if rec.Fingerprint != fp {
+			s.observe(ctx, idem.EventMismatch, idem.TierRedis, key, 0, nil)
+			return "", outcome{err: idem.ErrMismatch}, true
+		}
+		if rec.Completed() {
+			return "", s.replay(ctx, key, fp, rec, idem.TierRedis, waited, start), true
+		}
+		// In progress on another instance: wait for its completion signal.
+		if !time.Now().Before(deadline) {
+			s.observe(ctx, idem.EventInFlight, idem.TierRedis, key, time.Since(start), nil)
+			return "", outcome{err: idem.ErrInFlight}, true
+		}
+		waited = true
+		rec, err = s.waitRedis(ctx, key, deadline)
+		switch {
+		case err == nil:
+			if rec.Fingerprint != fp {
+				s.observe(ctx, idem.EventMismatch, idem.TierRedis, key, 0, nil)
+				return "", outcome{err: idem.ErrMismatch}, true
+			}
+			return "", s.replay(ctx, key, fp, rec, idem.TierRedis, true, start), true
+		case errors.Is(err, idem.ErrNotFound), errors.Is(err, idem.ErrInFlight):
+			// Released (the owner failed) or the wait ran out: reserve again;
+			// the deadline check above ends the loop.
+			continue
+		case ctx.Err() != nil:
+			return "", outcome{err: ErrClosed}, true
+		default:
+			s.redisFailed(ctx, key, err)
+			if s.sql == nil {
+				return "", s.undecided(ctx, key, fp, fn, err), true
+			}
+			return "", outcome{}, false
+		}
+	}
+}
+
+// waitRedis waits until the in-progress record for key finishes, through the
+// Redis completion signal when the layer has one, else by polling Reserve.
+// It returns the completed record, idem.ErrNotFound when the record is gone,
+// or idem.ErrInFlight when deadline passed first.
+func (s *Store) waitRedis(ctx context.Context, key idem.Key, deadline time.Time) (idem.Record, error) {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if s.waiter != nil {
+		rec, err := s.waiter.Wait(wctx, key)
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			return idem.Record{}, idem.ErrInFlight
+		}
+		if err == nil && !rec.Completed() {
+			return idem.Record{}, idem.ErrInFlight
+		}
+		return rec, err
+	}
+	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
+		if !sleep(wctx, pause) {
+			if ctx.Err() != nil {
+				return idem.Record{}, ctx.Err()
+			}
+			return idem.Record{}, idem.ErrInFlight
+		}
+		rctx, c := context.WithTimeout(ctx, s.cfg.redisTimeout)
+		rec, err := s.redis.Get(rctx, key)
+		c()
+		if err != nil || rec.Completed() {
+			return rec, err
+		}
+	}
+}
+
+// sqlPhase asks SQL, which decides. It returns this process's SQL claim, or
+// a finished outcome. rtok is this process's Redis claim, released here on
+// every path that does not run fn.
+func (s *Store) sqlPhase(ctx context.Context, key idem.Key, fp string, fn Func, rtok string, start, deadline time.Time) (stok string, o outcome, done bool) {
+	waited := false
+	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.sqlTimeout)
+		rec, claimed, err := s.sql.Reserve(sctx, key, fp, s.cfg.lease, s.cfg.retention)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.releaseRedis(key, rtok)
+				return "", outcome{err: ErrClosed}, true
+			}
+			s.observe(ctx, idem.EventTierError, idem.TierSQL, key, 0, err)
+			if s.cfg.failOpen {
+				// The Redis claim, if any, is the only guard left.
+				return "", s.run(ctx, key, fp, fn, "", rtok, idem.TierNone), true
+			}
+			s.releaseRedis(key, rtok)
+			if !errors.Is(err, idem.ErrUnavailable) {
+				err = fmt.Errorf("%w: sql: %w", idem.ErrUnavailable, err)
+			}
+			return "", outcome{err: err}, true
+		}
+		if claimed {
+			return rec.Token, outcome{}, false
+		}
+		if rec.Fingerprint != fp {
+			s.releaseRedis(key, rtok)
+			s.observe(ctx, idem.EventMismatch, idem.TierSQL, key, 0, nil)
+			return "", outcome{err: idem.ErrMismatch}, true
+		}
+		if rec.Completed() {
+			s.publish(ctx, key, rec.Fingerprint, rec.Result, rtok)
+			return "", s.replay(ctx, key, fp, rec, idem.TierSQL, waited, start), true
+		}
+		// In progress: another owner works (or its lease has not lapsed by
+		// the database clock). Poll Reserve, which also takes over an
+		// expired lease, until the deadline.
+		if !time.Now().Add(pause).Before(deadline) {
+			s.releaseRedis(key, rtok)
+			s.observe(ctx, idem.EventInFlight, idem.TierSQL, key, time.Since(start), nil)
+			return "", outcome{err: idem.ErrInFlight}, true
+		}
+		waited = true
+		if !sleep(ctx, pause) {
+			s.releaseRedis(key, rtok)
+			return "", outcome{err: ErrClosed}, true
+		}
+	}
+}
+
+// undecided handles a deciding tier that cannot answer: fail closed, or run
+// without a decision under WithFailOpen.
+func (s *Store) undecided(ctx context.Context, key idem.Key, fp string, fn Func, cause error) outcome {
+	if s.cfg.failOpen {
+		return s.run(ctx, key, fp, fn, "", "", idem.TierNone)
+	}
+	if !errors.Is(cause, idem.ErrUnavailable) {
+		cause = fmt.Errorf("%w: %w", idem.ErrUnavailable, cause)
+	}
+	return outcome{err: cause}
+}
+
+// replay returns a completed record's result and caches it.
+func (s *Store) replay(ctx context.Context, key idem.Key, fp string, rec idem.Record, tier idem.Tier, waited bool, start time.Time) outcome {
+	now := time.Now()
+	s.cache.put(key, fp, rec.Result, time.Time{}, now)
+	if waited {
+		s.observe(ctx, idem.EventWaited, tier, key, now.Sub(start), nil)
+	}
+	s.observe(ctx, idem.EventReplay, tier, key, 0, nil)
+	return outcome{result: Result{Value: rec.Result, Replayed: true, Tier: tier}}
+}
+
+// run executes fn as the owner of the claims stok (SQL) and rtok (Redis),
+// renewing them while it runs, then completes or releases them.
+func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok, rtok string, tier idem.Tier) outcome {
+	workCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopRenew := s.renew(workCtx, cancel, key, stok, rtok)
+	start := time.Now()
+	val, err := call(workCtx, fn)
+	stopRenew()
+	took := time.Since(start)
+	if err != nil {
+		if cause := context.Cause(workCtx); errors.Is(cause, idem.ErrLeaseLost) && errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("%w: %w", idem.ErrLeaseLost, err)
+		}
+		s.release(key, stok, rtok)
+		s.observe(ctx, idem.EventReleased, tier, key, took, err)
+		return outcome{result: Result{Value: val, Tier: tier}, err: err}
+	}
+	// fn succeeded. Even if renewal gave up, complete: when no one took over,
+	// the token still works and the result is kept; when someone did, the
+	// layer says ErrLeaseLost and the winner's result stays.
+	if stok != "" {
+		if err := s.completeSQL(ctx, key, stok, val); err != nil {
+			s.releaseRedis(key, rtok)
+			if errors.Is(err, idem.ErrLeaseLost) {
+				s.observe(ctx, idem.EventLeaseLost, idem.TierSQL, key, took, err)
+			} else {
+				s.observe(ctx, idem.EventTierError, idem.TierSQL, key, took, err)
+			}
+			return outcome{result: Result{Value: val, Tier: tier}, err: err}
+		}
+	}
+	if s.redis != nil {
+		if s.sql == nil && rtok != "" {
+			// Redis decides: its completion is the decision.
+			rctx, c := context.WithTimeout(ctx, s.cfg.redisTimeout)
+			err := s.redis.Complete(rctx, key, rtok, val, s.cfg.retention)
+			c()
+			if err != nil {
+				if errors.Is(err, idem.ErrLeaseLost) {
+					s.observe(ctx, idem.EventLeaseLost, idem.TierRedis, key, took, err)
+				} else {
+					s.redisFailed(ctx, key, err)
+					err = fmt.Errorf("%w: completing in redis: %w", idem.ErrUnavailable, err)
+				}
+				return outcome{result: Result{Value: val, Tier: tier}, err: err}
+			}
+		} else {
+			s.publish(ctx, key, fp, val, rtok)
+		}
+	}
+	s.cache.put(key, fp, val, time.Time{}, time.Now())
+	s.observe(ctx, idem.EventNew, tier, key, took, nil)
+	return outcome{result: Result{Value: val, Tier: tier}}
+}
+
+// call runs fn, turning a panic into a *PanicError.
+func call(ctx context.Context, fn Func) (val []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			val, err = nil, &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx)
+}
+
+// completeSQL completes the SQL claim, retrying transient failures while the
+// lease lasts: the work has run, and giving up would let a retry run it
+// again once the lease lapses.
+func (s *Store) completeSQL(ctx context.Context, key idem.Key, stok string, val []byte) error {
+	giveUp := time.Now().Add(s.cfg.lease / 2)
+	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.sqlTimeout)
+		err := s.sql.Complete(sctx, key, stok, val, s.cfg.retention)
+		cancel()
+		if err == nil || errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, idem.ErrTooLarge) || ctx.Err() != nil {
+			return err
+		}
+		if !time.Now().Add(pause).Before(giveUp) || !sleep(ctx, pause) {
+			if !errors.Is(err, idem.ErrUnavailable) {
+				err = fmt.Errorf("%w: completing in sql: %w", idem.ErrUnavailable, err)
+			}
+			return err
+		}
+	}
+}
+
+// publish puts a completed result into Redis so duplicates on other
+// instances replay it (and their waiters wake): through this process's claim
+// when it has one, else by back-filling. Best effort: SQL holds the result.
+func (s *Store) publish(ctx context.Context, key idem.Key, fp string, val []byte, rtok string) {
+	if s.redis == nil {
+		return
+	}
+	if use, _ := s.health.allow(time.Now()); !use {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.redisTimeout)
+	defer cancel()
+	var err error
+	if rtok != "" {
+		err = s.redis.Complete(rctx, key, rtok, val, s.cfg.retention)
+		if err == nil {
+			s.health.ok(ctx)
+			return
+		}
+	}
+	if s.filler == nil {
+		if rtok == "" {
+			return
+		}
+	} else if rtok == "" || errors.Is(err, idem.ErrLeaseLost) {
+		// No claim here, or Redis lost it (flush, eviction, another
+		// instance's claim after that): SQL decided, so the result replaces
+		// whatever Redis holds.
+		err = s.filler.Fill(rctx, idem.Record{Key: key, Fingerprint: fp, State: idem.StateCompleted, Result: val}, s.cfg.retention)
+	}
+	switch {
+	case err == nil:
+		s.health.ok(ctx)
+	case errors.Is(err, idem.ErrTooLarge), errors.Is(err, idem.ErrLeaseLost):
+		s.observe(ctx, idem.EventTierError, idem.TierRedis, key, 0, err)
+	default:
+		s.redisFailed(ctx, key, err)
+	}
+}
+
+// release forgets both claims after failed work, so a retry runs again. It
+// runs on a context of its own: the Store's may be closing.
+func (s *Store) release(key idem.Key, stok, rtok string) {
+	if stok != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.sqlTimeout)
+		if err := s.sql.Release(ctx, key, stok); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
+			s.observe(ctx, idem.EventTierError, idem.TierSQL, key, 0, err)
+		}
+		cancel()
+	}
+	s.releaseRedis(key, rtok)
+}
+
+func (s *Store) releaseRedis(key idem.Key, rtok string) {
+	if rtok == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.redisTimeout)
+	defer cancel()
+	if err := s.redis.Release(ctx, key, rtok); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
+		s.redisFailed(ctx, key, err)
+	}
+}
+
+// redisFailed records a Redis failure: an event, and a strike towards
+// switching Redis off. A caller's own cancellation is no strike.
+func (s *Store) redisFailed(ctx context.Context, key idem.Key, err error) {
+	if errors.Is(err, context.Canceled) && s.base.Err() != nil {
+		return
+	}
+	s.observe(ctx, idem.EventTierError, idem.TierRedis, key, 0, err)
+	s.health.fail(ctx, err, time.Now())
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

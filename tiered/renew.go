@@ -1,0 +1,102 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// renew keeps the claims stok (SQL) and rtok (Redis) alive while fn runs,
+// renewing both every lease/3. When the deciding tier refuses the token, or
+// cannot be reached before the lease would lapse, it cancels the work with
+// cause idem.ErrLeaseLost. The returned stop waits for the goroutine to end.
+func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key idem.Key, stok, rtok string) (stop func()) {
+	if stok == "" && rtok == "" {
+		return func() {}
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(exited)
+		every := s.cfg.lease / 3
+		t := time.NewTicker(every)
+		defer t.Stop()
+		lastOK := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			decided, lost := s.renewOnce(ctx, key, stok, &rtok)
+			if lost {
+				s.observe(ctx, idem.EventLeaseLost, s.decider(), key, 0, idem.ErrLeaseLost)
+				cancel(idem.ErrLeaseLost)
+				return
+			}
+			if decided {
+				lastOK = time.Now()
+			} else if time.Since(lastOK)+every >= s.cfg.lease {
+				// The next renewal would come after the lease lapses: another
+				// owner may take over, so this one must stop.
+				s.observe(ctx, idem.EventLeaseLost, s.decider(), key, 0, idem.ErrUnavailable)
+				cancel(idem.ErrLeaseLost)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// renewOnce renews each claim once. decided reports whether the deciding
+// tier renewed; lost whether it refused the token.
+func (s *Store) renewOnce(ctx context.Context, key idem.Key, stok string, rtok *string) (decided, lost bool) {
+	if stok != "" {
+		sctx, c := context.WithTimeout(ctx, s.cfg.sqlTimeout)
+		err := s.sql.Renew(sctx, key, stok, s.cfg.lease)
+		c()
+		if errors.Is(err, idem.ErrLeaseLost) {
+			return false, true
+		}
+		decided = err == nil
+		if err != nil {
+			s.observe(ctx, idem.EventTierError, idem.TierSQL, key, 0, err)
+		}
+	}
+	if *rtok != "" {
+		rctx, c := context.WithTimeout(ctx, s.cfg.redisTimeout)
+		err := s.redis.Renew(rctx, key, *rtok, s.cfg.lease)
+		c()
+		switch {
+		case err == nil:
+			s.health.ok(ctx)
+		case errors.Is(err, idem.ErrLeaseLost):
+			if s.sql == nil {
+				return false, true
+			}
+			*rtok = "" // Redis lost it (flush, eviction); SQL still decides
+		default:
+			s.redisFailed(ctx, key, err)
+		}
+		if s.sql == nil {
+			decided = err == nil
+		}
+	}
+	return decided, false
+}
+
+// decider returns the tier whose claim decides.
+func (s *Store) decider() idem.Tier {
+	if s.sql != nil {
+		return idem.TierSQL
+	}
+	return idem.TierRedis
+}

@@ -1,0 +1,176 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/idemkit/idem"
+)
+
+// Func is the work a Store runs at most once per key. Its context is
+// detached from every caller: it ends only when the Store is closed or the
+// lease is lost (cause idem.ErrLeaseLost). A non-nil error releases the key so
+// that a retry runs again; the value returned with it still reaches the
+// callers of this execution but is not stored.
+type Func func(ctx context.Context) ([]byte, error)
+
+// Result is the answer of Do.
+type Result struct {
+	// Value is fn's result. It is shared by every caller of one execution
+	// and by the local cache: treat it as read-only.
+	Value []byte
+	// Replayed is true when this caller did not run fn: the result was
+	// stored earlier, or another caller's execution was shared.
+	Replayed bool
+	// Tier is where the answer came from: TierLocal for the local cache and
+	// shared bursts, TierRedis or TierSQL for a stored result or a decision,
+	// TierNone for work run without a decision under WithFailOpen.
+	Tier idem.Tier
+}
+
+// Store runs functions at most once per key across every tier it was given.
+// It is safe for concurrent use. Close it to stop its goroutines.
+type Store struct {
+	cfg    config
+	redis  idem.Layer
+	sql    idem.Layer
+	waiter idem.Waiter // redis as a Waiter, or nil
+	filler idem.Filler // redis as a Filler, or nil
+	cache  *cache      // nil when off
+	health *health     // Redis health; nil without Redis
+	obs    idem.Observer
+
+	group singleflight.Group
+
+	base   context.Context // parent of all work; cancelled by Close
+	stop   context.CancelFunc
+	wg     sync.WaitGroup // renewers
+	closed atomic.Bool
+}
+
+// New returns a Store. At least one of WithSQL and WithRedis is required;
+// every other option has a default (see the Default constants). Nonsense
+// configuration is an error.
+func New(opts ...Option) (*Store, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:   cfg,
+		redis: cfg.redis,
+		sql:   cfg.sql,
+		cache: newCache(cfg.cacheItems, cfg.cacheBytes, cfg.cacheTTL),
+		obs:   cfg.observer,
+	}
+	if s.redis != nil {
+		s.waiter, _ = s.redis.(idem.Waiter)
+		s.filler, _ = s.redis.(idem.Filler)
+		s.health = &health{maxFailures: cfg.redisFailures, cooldown: cfg.redisCooldown, obs: cfg.observer}
+	}
+	s.base, s.stop = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Close cancels the work still running (its context ends, the key is
+// released) and waits for every goroutine the Store started. It does not
+// close the layers: their owner does. Calls after Close get ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.stop()
+	s.wg.Wait()
+	return nil
+}
+
+// outcome is what one execution hands to every caller that shared it.
+type outcome struct {
+	result Result
+	err    error
+}
+
+// Do runs fn once for key and fingerprint, or returns the result of the run
+// that happened or is happening elsewhere.
+//
+// Errors (check with errors.Is): idem.ErrMismatch when key is bound to
+// another fingerprint; idem.ErrInFlight when another owner still works after
+// the wait; idem.ErrUnavailable when the deciding tier cannot answer (fn did
+// not run); idem.ErrLeaseLost when fn ran but lost its lease (its result was
+// not stored); *PanicError when fn panicked; fn's own error (with the value
+// fn returned in Result.Value). When ctx ends first, Do returns its cause at
+// once; the work goes on for the other callers.
+func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Func) (Result, error) {
+	if s.closed.Load() {
+		return Result{}, ErrClosed
+	}
+	if key.IsZero() {
+		return Result{}, idem.ErrInvalidKey
+	}
+	if fn == nil {
+		return Result{}, errors.New("tiered: nil fn")
+	}
+	if fp, v, ok := s.cache.get(key, time.Now()); ok {
+		if fp != fingerprint {
+			s.observe(ctx, idem.EventMismatch, idem.TierLocal, key, 0, nil)
+			return Result{}, idem.ErrMismatch
+		}
+		s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
+		return Result{Value: v, Replayed: true, Tier: idem.TierLocal}, nil
+	}
+	var led bool // set only by this caller's closure, which runs only if it leads
+	d := key.Digest()
+	ch := s.group.DoChan(string(d[:])+fingerprint, func() (any, error) {
+		led = true
+		return s.execute(key, fingerprint, fn), nil
+	})
+	select {
+	case r := <-ch:
+		o := r.Val.(outcome)
+		if !led {
+			o.result.Replayed = true
+			if o.err == nil {
+				o.result.Tier = idem.TierLocal
+				s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
+			}
+		}
+		return o.result, o.err
+	case <-ctx.Done():
+		return Result{}, context.Cause(ctx)
+	}
+}
+
+// onceFingerprint is the fingerprint Once uses: a message ID names one
+// intent, so there is nothing else to compare.
+const onceFingerprint = "once"
+
+// Once runs fn at most once per key, for queue consumers. duplicate is true
+// when fn ran before (or is running elsewhere and finished within the wait)
+// and did not run now. An error from fn releases the key so that a
+// redelivery runs it again; ErrInFlight means another consumer still holds
+// it — redeliver later.
+func (s *Store) Once(ctx context.Context, key idem.Key, fn func(ctx context.Context) error) (duplicate bool, err error) {
+	res, err := s.Do(ctx, key, onceFingerprint, func(ctx context.Context) ([]byte, error) {
+		return nil, fn(ctx)
+	})
+	if err != nil {
+		return false, err
+	}
+	return res.Replayed, nil
+}
+
+func (s *Store) observe(ctx context.Context, kind idem.EventKind, tier idem.Tier, key idem.Key, d time.Duration, err error) {
+	if s.obs != nil {
+		s.obs.Observe(ctx, idem.Event{Kind: kind, Tier: tier, Key: key, Duration: d, Err: err})
+	}
+}
