@@ -12,8 +12,7 @@ import (
 
 // execute decides who runs fn for key and runs it if this process won. It is
 // the one function handed to singleflight, so it never panics.
-func (s *Store) execute(key idem.Key, fp string, fn Func) outcome {
-	ctx := s.base
+func (s *Store) execute(ctx context.Context, key idem.Key, fp string, fn Func) outcome {
 	start := time.Now()
 	deadline := start.Add(s.cfg.wait)
 
@@ -363,7 +362,7 @@ func (s *Store) releaseRedis(key idem.Key, rtok string) {
 // redisFailed records a Redis failure: an event, and a strike towards
 // switching Redis off. A caller's own cancellation is no strike.
 func (s *Store) redisFailed(ctx context.Context, key idem.Key, err error) {
-	if errors.Is(err, context.Canceled) && s.base.Err() != nil {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return
 	}
 	s.observe(ctx, idem.EventTierError, idem.TierRedis, key, 0, err)

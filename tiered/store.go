@@ -12,8 +12,9 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Func is the work a Store runs at most once per key. Its context is
-// detached from every caller: it ends only when the Store is closed or the
+// Func is the work a Store runs at most once per key. Its context carries
+// the values of the caller that started the execution but is detached from
+// every caller's cancellation: it ends only when the Store is closed or the
 // lease is lost (cause idem.ErrLeaseLost). A non-nil error releases the key so
 // that a retry runs again; the value returned with it still reaches the
 // callers of this execution but is not stored.
@@ -132,7 +133,12 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 	d := key.Digest()
 	ch := s.group.DoChan(string(d[:])+fingerprint, func() (any, error) {
 		led = true
-		return s.execute(key, fingerprint, fn), nil
+		// The work keeps the leading caller's values (trace spans, request
+		// data) but none of its cancellation; it ends with the Store.
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		defer context.AfterFunc(s.base, cancel)()
+		return s.execute(wctx, key, fingerprint, fn), nil
 	})
 	select {
 	case r := <-ch:

@@ -307,3 +307,19 @@ func TestThreeStoresExactlyOncePerRound(t *testing.T) {
 		}
 	}
 }
+
+type ctxKey struct{}
+
+func TestWorkKeepsCallerValues(t *testing.T) {
+	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	ctx, cancel := context.WithCancel(context.WithValue(t.Context(), ctxKey{}, "trace-1"))
+	defer cancel()
+	var got any
+	_, err := s.Do(ctx, newKey(t), "fp", func(ctx context.Context) ([]byte, error) {
+		got = ctx.Value(ctxKey{})
+		return nil, nil
+	})
+	if err != nil || got != "trace-1" {
+		t.Fatalf("work saw value %v (err %v), want the caller's", got, err)
+	}
+}
