@@ -24,8 +24,8 @@ type Proxy struct {
 	mu     sync.Mutex // guards conns and closed
 	conns  map[*pair]struct{}
 	closed bool
-	wg    sync.WaitGroup
-	once  sync.Once
+	wg     sync.WaitGroup
+	once   sync.Once
 }
 
 type pair struct{ client, server net.Conn }
