@@ -1,0 +1,42 @@
+package redislayer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Fill implements idem.Filler (fill.lua): it stores rec, which must be
+// completed, for ttl (rounded up to whole milliseconds), replacing an
+// in-progress record under rec.Key whatever its token, and wakes the key's
+// waiters. An existing completed record is left as it is and Fill returns
+// nil. rec.LeaseUntil and rec.ExpiresAt are ignored: the record expires ttl
+// from now by Redis's clock.
+//
+// When rec.Token is set it is remembered (never shown to readers), so that
+// the owner holding that token gets nil from a later Complete, as for a
+// re-send; with rec.Token "" every Complete on the filled record gives
+// idem.ErrLeaseLost.
+func (l *Layer) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) error {
+	if rec.Key.IsZero() {
+		return idem.ErrInvalidKey
+	}
+	if rec.State != idem.StateCompleted {
+		return fmt.Errorf("redislayer: fill: record is %v, want completed", rec.State)
+	}
+	if err := l.checkResult(rec.Result, ttl); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c, cancel := l.bound(ctx)
+	err := fillScript.Run(c, l.client, l.names(rec.Key).keys(), rec.Fingerprint, rec.Result, millis(ttl), rec.Token).Err()
+	cancel()
+	if err != nil {
+		return l.fail(ctx, "fill", err)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package redislayer
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+)
+
+var (
+	_ idem.Layer  = (*Layer)(nil)
+	_ idem.Waiter = (*Layer)(nil)
+	_ idem.Filler = (*Layer)(nil)
+)
+
+// Client is what the layer needs of a go-redis client: scripts, and a
+// subscription for Wait. *redis.Client (also what redis.NewFailoverClient
+// returns for Sentinel), *redis.ClusterClient and *redis.Ring meet it, and so
+// does a test wrapper around any of them.
+type Client interface {
+	redis.Scripter
+	// Subscribe opens a subscription (go-redis PubSub) to channels.
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Ring)(nil)
+	// Sentinel: redis.NewFailoverClient returns a *redis.Client, checked above.
+)
+
+// Layer is an idem.Layer on Redis, with the optional idem.Waiter and
+// idem.Filler. It is safe for concurrent use. The zero value is not usable;
+// call New.
+type Layer struct {
+	client    Client
+	prefix    string
+	timeout   time.Duration
+	maxResult int
+	hub       *hub
+}
+
+// New returns a Layer over client. The client stays the caller's: Close does
+// not close it, and the caller closes it after the layer.
+//
+// Each call is bounded by WithTimeout through a context deadline. go-redis
+// honours a context's deadline on socket reads and writes only when the
+// client's options have ContextTimeoutEnabled set; without it a paused
+// server holds a call for the client's ReadTimeout (5 s by default) instead.
+// Set ContextTimeoutEnabled: true, or ReadTimeout and WriteTimeout no longer
+// than the layer's timeout.
+func New(client Client, opts ...Option) *Layer {
+	if client == nil {
+		panic("redislayer: New with a nil client")
+	}
+	l := &Layer{client: client, prefix: DefaultPrefix, timeout: DefaultTimeout, maxResult: DefaultMaxResult}
+	for _, o := range opts {
+		o(l)
+	}
+	if strings.ContainsAny(l.prefix, "{}") {
+		panic("redislayer: the key prefix must not contain '{' or '}'")
+	}
+	l.hub = newHub(client)
+	return l
+}
+
+// Close stops the layer's subscription goroutines and ends every Wait in
+// progress with idem.ErrUnavailable. It does not close the client, and the
+// other methods keep working as long as the client is open. Close is safe to
+// call more than once; it always returns nil.
+func (l *Layer) Close() error {
+	l.hub.close()
+	return nil
+}
+
+// bound returns ctx limited by the layer's per-call timeout.
+func (l *Layer) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.timeout)
+}
+
+// millis converts d to whole milliseconds for PX and PEXPIRE, rounding up, so
+// that a positive duration never becomes 0: PEXPIRE 0 would delete the key at
+// once (the trap of passing a sub-millisecond TTL to redislock).
+func millis(d time.Duration) int64 {
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	return max(ms, 1)
+}
+
+func fromMillis(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
