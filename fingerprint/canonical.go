@@ -100,8 +100,11 @@ func writeScalar(dst []byte, p *parser, t tok) []byte {
 	case kString:
 		return writeString(dst, p, t)
 	case kNumber:
-		if t.flags&fFloat != 0 {
+		switch {
+		case t.flags&fFloat != 0:
 			return appendES6(dst, p.nums[t.a])
+		case t.flags&fDecoded != 0:
+			return append(dst, p.dec[t.a:t.b]...)
 		}
 		return append(dst, p.in[t.a:t.b]...)
 	case kTrue:

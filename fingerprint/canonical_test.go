@@ -3,6 +3,7 @@ package fingerprint
 import (
 	"bufio"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -203,4 +204,50 @@ func sign(x int) int {
 		return 1
 	}
 	return 0
+}
+
+// TestNumberFastPaths checks that numbers rewritten without a float
+// conversion come out exactly as the float path writes them.
+func TestNumberFastPaths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var lits []string
+	for range 20000 {
+		var v float64
+		switch rng.IntN(4) {
+		case 0:
+			v = math.Float64frombits(rng.Uint64())
+		case 1:
+			v = float64(rng.Int64N(1e15)) / math.Pow10(rng.IntN(20))
+		case 2:
+			v = rng.Float64() * math.Pow10(rng.IntN(600)-300)
+		default:
+			v = float64(rng.IntN(100000)) / 100
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		prec := rng.IntN(17) + 1
+		lits = append(lits,
+			strconv.FormatFloat(v, 'g', prec, 64),
+			strconv.FormatFloat(v, 'e', prec-1, 64),
+			strconv.FormatFloat(v, 'f', rng.IntN(8), 64),
+			strconv.FormatFloat(v, 'E', -1, 64))
+	}
+	lits = append(lits, "0.0", "-0.000", "0e7", "000.5e1"[2:], "1.0e+0", "1e-0", "10.000", "0.000001",
+		"0.0000001", "123456789012345.0", "1234567890123450000000", "12345678901234500000000",
+		"9.99999999999999e290", "1e290", "1e291", "1e-290", "1e-291", "1.5e-300", "1e+0005", "5e-0324")
+	for _, lit := range lits {
+		if len(lit) > 330 {
+			continue
+		}
+		f, err := strconv.ParseFloat(lit, 64)
+		if err != nil {
+			continue
+		}
+		want := string(appendES6(nil, f))
+		got, err := Canonicalize([]byte(lit))
+		if err != nil || string(got) != want {
+			t.Errorf("Canonicalize(%s) = %s, %v; want %s", lit, got, err, want)
+		}
+	}
 }

@@ -18,8 +18,7 @@ type filter struct {
 	// names holds the deny paths of the form "**.name", the whole default
 	// list among them: a member with such a name is dropped at any depth
 	// with one lookup, without walking the NFA.
-	names map[string]struct{}
-	first [256]bool // first bytes of names, a cheap pre-check
+	names nameSet
 	pats  []pattern // every other path, allow and deny
 	allow bool      // an allow-list is present
 	root  []state   // the states before the first step
@@ -33,11 +32,7 @@ func compileFilter(allow, deny []string) (*filter, error) {
 			return nil, err
 		}
 		if len(steps) == 2 && steps[0].kind == stepAnyDepth && steps[1].kind == stepName {
-			if f.names == nil {
-				f.names = make(map[string]struct{})
-			}
-			f.names[steps[1].name] = struct{}{}
-			f.first[steps[1].name[0]] = true
+			f.names.add(steps[1].name)
 			continue
 		}
 		f.pats = append(f.pats, pattern{steps: steps})
@@ -58,15 +53,52 @@ func compileFilter(allow, deny []string) (*filter, error) {
 	return f, nil
 }
 
-func (f *filter) empty() bool { return len(f.names) == 0 && len(f.pats) == 0 }
+func (f *filter) empty() bool { return f.names.n == 0 && len(f.pats) == 0 }
 
 // denied reports whether name is one of the "**.name" deny paths.
 func (f *filter) denied(name []byte) bool {
-	if len(name) == 0 || !f.first[name[0]] {
+	return f.names.n > 0 && f.names.has(name)
+}
+
+// nameSet is a small set of member names, looked up once per member of
+// every body: most names fail the first-byte check, the rest compare with
+// the few names of their length.
+type nameSet struct {
+	n     int
+	first [256]bool
+	short [32][]string // by length
+	long  map[string]bool
+}
+
+func (s *nameSet) add(name string) {
+	if s.has([]byte(name)) {
+		return
+	}
+	s.n++
+	s.first[name[0]] = true
+	if len(name) < len(s.short) {
+		s.short[len(name)] = append(s.short[len(name)], name)
+		return
+	}
+	if s.long == nil {
+		s.long = make(map[string]bool)
+	}
+	s.long[name] = true
+}
+
+func (s *nameSet) has(name []byte) bool {
+	if len(name) == 0 || !s.first[name[0]] {
 		return false
 	}
-	_, ok := f.names[string(name)]
-	return ok
+	if len(name) < len(s.short) {
+		for _, n := range s.short[len(name)] {
+			if n == string(name) {
+				return true
+			}
+		}
+		return false
+	}
+	return s.long[string(name)]
 }
 
 // add appends s, and the states it reaches by skipping a "**", to the

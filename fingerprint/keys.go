@@ -33,25 +33,50 @@ func compareUTF16(x, y []byte) int {
 	return int(a) - int(b)
 }
 
-// sortKeys sorts the key tokens of one object by name. Small objects, the
-// common case, use an insertion sort that needs no closure.
-func sortKeys(p *parser, keys []int32) {
-	if len(keys) <= 12 {
-		for i := 1; i < len(keys); i++ {
-			k := keys[i]
-			kb := p.keyBytes(k)
-			j := i
-			for j > 0 && compareUTF16(p.keyBytes(keys[j-1]), kb) > 0 {
-				keys[j] = keys[j-1]
-				j--
-			}
-			keys[j] = k
-		}
-		return
+// keyRef is a member name and its key token, sorted together.
+type keyRef struct {
+	name []byte
+	tok  int32
+}
+
+// sortKeys sorts the key tokens of one object by name and reports a
+// duplicate name. Small objects, the common case, use an insertion sort:
+// it compares every pair that ends up adjacent, so a duplicate shows as a
+// comparison that returns 0.
+func (p *parser) sortKeys(keys []int32) error {
+	refs := p.refs[:0]
+	for _, k := range keys {
+		refs = append(refs, keyRef{p.keyBytes(k), k})
 	}
-	slices.SortFunc(keys, func(x, y int32) int {
-		return compareUTF16(p.keyBytes(x), p.keyBytes(y))
-	})
+	p.refs = refs
+	if len(refs) <= 12 {
+		for i := 1; i < len(refs); i++ {
+			r := refs[i]
+			j := i
+			for ; j > 0; j-- {
+				c := compareUTF16(refs[j-1].name, r.name)
+				if c == 0 {
+					return dupError(r.name)
+				}
+				if c < 0 {
+					break
+				}
+				refs[j] = refs[j-1]
+			}
+			refs[j] = r
+		}
+	} else {
+		slices.SortFunc(refs, func(x, y keyRef) int { return compareUTF16(x.name, y.name) })
+		for j := 1; j < len(refs); j++ {
+			if string(refs[j-1].name) == string(refs[j].name) {
+				return dupError(refs[j].name)
+			}
+		}
+	}
+	for i, r := range refs {
+		keys[i] = r.tok
+	}
+	return nil
 }
 
 func dupError(name []byte) error {

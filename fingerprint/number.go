@@ -5,11 +5,13 @@ import (
 	"strconv"
 )
 
-// number scans the number at in[i] (RFC 8259 grammar). An integer of at most
-// 15 digits (other than -0) is exact in a double and already in its ES6
-// form, so it stays a span of the input; any other number is converted once,
-// here, so that a value out of range is found even where a deny-list later
-// drops it.
+// number scans the number at in[i] (RFC 8259 grammar) and appends its token.
+// Most numbers never meet a float conversion: an integer of at most 15
+// digits (other than -0) is already in its ES6 form and stays a span of the
+// input, and any other literal with at most 15 significant digits and a
+// moderate exponent is rewritten textually (see shortDecimal). The rest is
+// converted once, here, so that a value out of range is found even where a
+// deny-list later drops it.
 func (p *parser) number(i int) (int, error) {
 	in := p.in
 	j := i
@@ -27,34 +29,41 @@ func (p *parser) number(i int) (int, error) {
 	default:
 		return j, errAt(ErrInvalidJSON, "invalid number", i)
 	}
-	canon := j-d <= 15 && !(in[d] == '0' && d > i)
+	ie := j
+	fs, fe := j, j
 	if j < len(in) && in[j] == '.' {
-		canon = false
 		j++
-		k := j
+		fs = j
 		for j < len(in) && in[j] >= '0' && in[j] <= '9' {
 			j++
 		}
-		if j == k {
+		fe = j
+		if fe == fs {
 			return j, errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
+	ep, es, ee := j, j, j
 	if j < len(in) && (in[j] == 'e' || in[j] == 'E') {
-		canon = false
+		ep = j
 		j++
 		if j < len(in) && (in[j] == '+' || in[j] == '-') {
 			j++
 		}
-		k := j
+		es = j
 		for j < len(in) && in[j] >= '0' && in[j] <= '9' {
 			j++
 		}
-		if j == k {
+		ee = j
+		if ee == es {
 			return j, errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
-	if canon {
+	if ie == j && ie-d <= 15 && !(in[d] == '0' && d > i) {
 		p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
+		return j, nil
+	}
+	if d0, ok := p.shortDecimal(d > i, in[d:ie], in[fs:fe], in[ep:ee]); ok {
+		p.toks = append(p.toks, tok{kind: kNumber, flags: fDecoded, a: int32(d0), b: int32(len(p.dec))})
 		return j, nil
 	}
 	f, err := strconv.ParseFloat(string(in[i:j]), 64)
@@ -64,6 +73,72 @@ func (p *parser) number(i int) (int, error) {
 	p.toks = append(p.toks, tok{kind: kNumber, flags: fFloat, a: int32(len(p.nums))})
 	p.nums = append(p.nums, f)
 	return j, nil
+}
+
+// shortDecimal writes the ES6 form of a number literal to p.dec without a
+// float conversion, when it can: intPart and frac are its digits, exp its
+// exponent from its 'e' on (empty when there is none).
+//
+// A decimal of at most 15 significant digits (DBL_DIG) survives the trip to
+// the nearest double and back, and no other decimal of at most 15 digits
+// reaches the same double, so its digits, without leading and trailing
+// zeros, are the shortest round-trip digits ES6 wants. The exponent is kept
+// well inside the normal range, where that guarantee holds.
+func (p *parser) shortDecimal(neg bool, intPart, frac, exp []byte) (int, bool) {
+	var buf [15]byte
+	k, zeros := 0, 0
+	started := false
+	for _, part := range [2][]byte{intPart, frac} {
+		for _, c := range part {
+			switch {
+			case c == '0' && !started:
+			case c == '0':
+				zeros++
+			default:
+				started = true
+				if k+zeros >= len(buf) {
+					return 0, false
+				}
+				for ; zeros > 0; zeros-- {
+					buf[k] = '0'
+					k++
+				}
+				buf[k] = c
+				k++
+			}
+		}
+	}
+	e := 0
+	if len(exp) > 0 {
+		digits := exp[1:]
+		sign := 1
+		if exp[1] == '-' || exp[1] == '+' {
+			digits = exp[2:]
+			if exp[1] == '-' {
+				sign = -1
+			}
+		}
+		if len(digits) > 4 {
+			return 0, false
+		}
+		for _, c := range digits {
+			e = e*10 + int(c-'0')
+		}
+		e *= sign
+	}
+	d0 := len(p.dec)
+	if k == 0 {
+		p.dec = append(p.dec, '0')
+		return d0, true
+	}
+	// The value is buf[:k] × 10^(zeros + e - len(frac)); ECMA-262 calls
+	// the digit count k and the decimal exponent n, value = s × 10^(n-k).
+	n := k + zeros + e - len(frac)
+	if n < -290 || n > 290 {
+		return 0, false
+	}
+	p.dec = appendDigits(p.dec, neg, buf[:k], n)
+	return d0, true
 }
 
 // appendES6 writes f as ECMAScript's Number.prototype.toString does (ECMA-262
@@ -100,10 +175,17 @@ func appendES6(dst []byte, f float64) []byte {
 	if neg {
 		exp = -exp
 	}
-	// ECMA-262 names the digits s (k of them) and the exponent n, with the
-	// value s × 10^(n-k).
-	n := exp + 1
-	ds := digits[:k]
+	return appendDigits(dst, false, digits[:k], exp+1)
+}
+
+// appendDigits lays out the shortest digits ds of a non-zero number and its
+// decimal exponent n (value = 0.ds × 10^n) as ECMA-262 Number::toString
+// does: plain notation when -6 < n <= 21, exponent notation outside.
+func appendDigits(dst []byte, neg bool, ds []byte, n int) []byte {
+	if neg {
+		dst = append(dst, '-')
+	}
+	k := len(ds)
 	switch {
 	case k <= n && n <= 21:
 		dst = append(dst, ds...)

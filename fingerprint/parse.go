@@ -9,7 +9,7 @@ const (
 	kNull uint8 = iota + 1
 	kFalse
 	kTrue
-	kNumber // a,b: canonical literal span in the input; with fFloat, a indexes nums
+	kNumber // a,b: canonical literal span in the input; with fDecoded, in dec; with fFloat, a indexes nums
 	kString // a,b: content span in the input; with fDecoded, a span in dec
 	kKey    // like kString, for a member name
 	kObject // a: index of the token after the subtree; b: index in order
@@ -18,7 +18,7 @@ const (
 
 // Token flags.
 const (
-	fDecoded uint8 = 1 << iota // the string held escapes; a,b index dec
+	fDecoded uint8 = 1 << iota // a string that held escapes, or a rewritten number; a,b index dec
 	fFloat                     // the number is not canonical as written; a indexes nums
 )
 
@@ -45,7 +45,8 @@ type parser struct {
 	order []int32   // per object: member count, then its key tokens sorted
 	keys  []int32   // key tokens of the objects still open
 	stack []frame
-	max   int // depth limit
+	refs  []keyRef // scratch for sorting one object's names
+	max   int      // depth limit
 }
 
 func (p *parser) reset(in []byte, maxDepth int) {
@@ -194,11 +195,8 @@ func (p *parser) close() error {
 	}
 	keys := p.keys[f.mark:]
 	if len(keys) > 1 {
-		sortKeys(p, keys)
-		for j := 1; j < len(keys); j++ {
-			if string(p.keyBytes(keys[j-1])) == string(p.keyBytes(keys[j])) {
-				return dupError(p.keyBytes(keys[j]))
-			}
+		if err := p.sortKeys(keys); err != nil {
+			return err
 		}
 	}
 	t.b = int32(len(p.order))

@@ -1,6 +1,7 @@
 package fingerprint
 
 import (
+	"encoding/binary"
 	"unicode/utf8"
 )
 
@@ -14,6 +15,26 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// skipPlain returns the index of the first byte from j on that is not plain,
+// eight bytes at a time while it can.
+func skipPlain(in []byte, j int) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	for j+8 <= len(in) {
+		x := binary.LittleEndian.Uint64(in[j:])
+		q := x ^ lo*'"'
+		b := x ^ lo*'\\'
+		// A byte of 0x80 or more, below 0x20, or equal to '"' or '\'.
+		if (x|(x-lo*0x20)&^x|(q-lo)&^q|(b-lo)&^b)&hi != 0 {
+			break
+		}
+		j += 8
+	}
+	for j < len(in) && plain[in[j]] {
+		j++
+	}
+	return j
+}
+
 // str scans the string starting at the quote in[i] and appends its token.
 // A string without escapes stays a span of the input, already in canonical
 // form; one with escapes is decoded into p.dec.
@@ -22,9 +43,7 @@ func (p *parser) str(i int, kind uint8) (int, error) {
 	start := i + 1
 	j := start
 	for {
-		for j < len(in) && plain[in[j]] {
-			j++
-		}
+		j = skipPlain(in, j)
 		if j >= len(in) {
 			return j, errAt(ErrInvalidJSON, "unterminated string", i)
 		}
@@ -55,9 +74,7 @@ func (p *parser) decode(i, j int, kind uint8) (int, error) {
 	p.dec = append(p.dec, in[i+1:j]...)
 	for {
 		k := j
-		for j < len(in) && plain[in[j]] {
-			j++
-		}
+		j = skipPlain(in, j)
 		p.dec = append(p.dec, in[k:j]...)
 		if j >= len(in) {
 			return j, errAt(ErrInvalidJSON, "unterminated string", i)
