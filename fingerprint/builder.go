@@ -84,7 +84,8 @@ func set(names []string) map[string]bool {
 // returns an error wrapping ErrInvalidJSON, ErrDuplicateMember,
 // ErrNumberRange, ErrInvalidString, ErrTooDeep or ErrTooLarge, and never
 // panics. Sum(body) equals Request for a request whose method, route and
-// query are switched off and whose body is that JSON.
+// query are switched off and whose body is that JSON, sent as
+// application/json.
 func (b *Builder) Sum(body []byte) (string, error) {
 	if err := b.check(body); err != nil {
 		return "", err

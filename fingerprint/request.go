@@ -150,9 +150,11 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		return nil, nil
 	}
 	orig := r.Body
+	// Content-Length is the client's word: trust it for the first
+	// allocation only up to a modest size, and grow from there.
 	size := int64(512)
 	if r.ContentLength > 0 {
-		size = min(r.ContentLength, limit) + 1
+		size = min(r.ContentLength, limit, 1<<20) + 1
 	}
 	buf := make([]byte, 0, size)
 	var err error
