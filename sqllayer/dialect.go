@@ -1,0 +1,113 @@
+package sqllayer
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// stmts are the statements of one dialect over one set of table names.
+// Arguments are numbered ?0, ?1… (bun's positional placeholders); for the
+// drivers the layer calls directly they become $1, $2….
+type stmts struct {
+	reserve     string // claim: PG the claim-or-read statement, MySQL INSERT, SQLite INSERT … RETURNING
+	read        string // the record with the database's verdict on expiry and lease
+	takeover    string // compare-and-set on the old token that mints a new claim
+	complete    string
+	owned       string // state of the live record held by a token
+	release     string
+	live        string // whether a live record exists
+	renew       string
+	get         string
+	markEvent   string
+	reviveEvent string // delete an expired processed-event row so that it can be inserted again
+	advance     string
+	version     string
+	sweep       [2]string // janitor: records, events
+}
+
+// names are the table names of a Layer.
+type names struct {
+	records, events, versions string
+}
+
+// tableName is an unquoted identifier, optionally schema-qualified. The table
+// part leaves room for the "_expires_at_idx" suffix of its index within the
+// 63 bytes Postgres allows.
+var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+func (n names) validate(sqlite bool) error {
+	for _, name := range []string{n.records, n.events, n.versions} {
+		if !tableName.MatchString(name) {
+			return fmt.Errorf("sqllayer: invalid table name %q: want letters, digits and underscores (at most 48), optionally after a schema and a dot", name)
+		}
+		if sqlite && strings.Contains(name, ".") {
+			return fmt.Errorf("sqllayer: invalid table name %q: SQLite tables are not schema-qualified here", name)
+		}
+	}
+	if n.records == n.events || n.records == n.versions || n.events == n.versions {
+		return fmt.Errorf("sqllayer: the three tables need three names, got %q, %q, %q", n.records, n.events, n.versions)
+	}
+	return nil
+}
+
+// indexName is the name of a table's index with the given suffix: the table
+// part of the name (an index lives in its table's schema) and the suffix.
+func indexName(table, suffix string) string {
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		table = table[i+1:]
+	}
+	return table + suffix
+}
+
+// expand replaces the table placeholders R, E and V of a statement template.
+func (n names) expand(s string) string {
+	return strings.NewReplacer("{R}", n.records, "{E}", n.events, "{V}", n.versions).Replace(s)
+}
+
+func (s *stmts) each(f func(*string)) {
+	for _, p := range []*string{&s.reserve, &s.read, &s.takeover, &s.complete, &s.owned, &s.release,
+		&s.live, &s.renew, &s.get, &s.markEvent, &s.reviveEvent, &s.advance, &s.version, &s.sweep[0], &s.sweep[1]} {
+		f(p)
+	}
+}
+
+// build expands the table names and, for a driver called directly, turns
+// ?N into $N+1.
+func (s stmts) build(n names, native bool) stmts {
+	out := s
+	out.each(func(p *string) {
+		*p = n.expand(*p)
+		if native {
+			*p = dollars(*p)
+		}
+	})
+	return out
+}
+
+// dollars rewrites bun's positional placeholders ?0, ?1… as $1, $2…, which
+// Postgres drivers and modernc.org/sqlite bind by number. The statements hold
+// no other question marks.
+func dollars(q string) string {
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	for i := 0; i < len(q); i++ {
+		if q[i] != '?' {
+			b.WriteByte(q[i])
+			continue
+		}
+		j := i + 1
+		for j < len(q) && q[j] >= '0' && q[j] <= '9' {
+			j++
+		}
+		n, err := strconv.Atoi(q[i+1 : j])
+		if err != nil {
+			panic("sqllayer: bare ? in statement: " + q) // a bug in this package's SQL
+		}
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(n + 1))
+		i = j - 1
+	}
+	return b.String()
+}

@@ -1,0 +1,233 @@
+package sqllayer
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/idemkit/idem"
+)
+
+var _ idem.Layer = (*Layer)(nil)
+
+// maxFingerprint is the longest fingerprint a record stores (the MySQL column
+// is VARBINARY(1024)). Fingerprints are digests, far shorter.
+const maxFingerprint = 1024
+
+// maxID is the longest consumer, event ID, source or external ID (the MySQL
+// columns are VARBINARY(255)).
+const maxID = 255
+
+// Layer is the SQL tier of idem: an idem.Layer over a *bun.DB, plus the
+// processed-event (InTx, MarkProcessed), in-transaction completion
+// (CompleteTx), sync-version (AdvanceVersion) and janitor (DeleteExpired,
+// RunJanitor) APIs. It is safe for concurrent use and holds no resources of
+// its own: closing the *bun.DB is the caller's business.
+type Layer struct {
+	db      *bun.DB
+	dialect dialect.Name
+	sqlite  bool
+	native  bool // statements go to the driver beneath bun, with $N arguments
+	st      stmts
+	schema  []string
+
+	names     names
+	maxResult int
+	retries   int
+	now       func() time.Time
+	obs       idem.Observer
+	eventTTL  time.Duration
+
+	err error // a configuration error every method returns
+}
+
+// New returns a Layer over db, whose dialect (pgdialect, mysqldialect or
+// sqlitedialect) chooses the SQL. It does no I/O: call Init to create the
+// tables, or apply the DDL yourself. A configuration error (an unsupported
+// dialect, an invalid table name) is returned by every method.
+func New(db *bun.DB, opts ...Option) *Layer {
+	l := &Layer{
+		db:        db,
+		names:     names{DefaultRecordsTable, DefaultEventsTable, DefaultVersionsTable},
+		maxResult: DefaultMaxResult,
+		retries:   DefaultRetries,
+		now:       time.Now,
+		eventTTL:  DefaultEventRetention,
+	}
+	for _, o := range opts {
+		o(l)
+	}
+	if db == nil {
+		l.err = fmt.Errorf("sqllayer: nil *bun.DB")
+		return l
+	}
+	l.dialect = db.Dialect().Name()
+	var st stmts
+	switch l.dialect {
+	case dialect.PG:
+		st, l.native = pgStmts, true
+	case dialect.SQLite:
+		st, l.native, l.sqlite = sqliteStmts, true, true
+	case dialect.MySQL:
+		// bun formats MySQL arguments into the text, which the server runs in
+		// one round trip; arguments passed to go-sql-driver/mysql would cost a
+		// prepare, an execute and a close unless the DSN sets
+		// interpolateParams.
+		st = mysqlStmts
+	default:
+		l.err = fmt.Errorf("sqllayer: unsupported dialect %s (want pg, mysql or sqlite)", l.dialect)
+		return l
+	}
+	if err := l.names.validate(l.sqlite); err != nil {
+		l.err = err
+		return l
+	}
+	l.st = st.build(l.names, l.native)
+	l.schema, l.err = schema(l.dialect, l.names)
+	return l
+}
+
+// querier is what the layer runs statements on: *sql.DB, *sql.Tx or *sql.Conn
+// with the driver's own placeholders, or a bun.IDB, which formats ?N itself.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// pool returns the querier of the layer's own statements.
+func (l *Layer) pool() querier {
+	if l.native {
+		return l.db.DB
+	}
+	return l.db
+}
+
+// on returns the querier for a caller's bun.DB, bun.Tx or bun.Conn.
+func (l *Layer) on(db bun.IDB) (querier, error) {
+	if db == nil {
+		return nil, fmt.Errorf("sqllayer: nil bun.IDB")
+	}
+	if !l.native {
+		return db, nil
+	}
+	switch d := db.(type) {
+	case *bun.DB:
+		return d.DB, nil
+	case bun.Tx:
+		return d.Tx, nil
+	case *bun.Tx:
+		return d.Tx, nil
+	case bun.Conn:
+		return d.Conn, nil
+	case *bun.Conn:
+		return d.Conn, nil
+	}
+	return nil, fmt.Errorf("sqllayer: unsupported bun.IDB %T", db)
+}
+
+// check validates what every record method receives.
+func (l *Layer) check(ctx context.Context, key idem.Key) error {
+	if l.err != nil {
+		return l.err
+	}
+	if key.IsZero() {
+		return idem.ErrInvalidKey
+	}
+	return ctx.Err()
+}
+
+// checkID validates a consumer, event ID, source or external ID: stored as
+// text on Postgres, it must be UTF-8 without NUL, and at most maxID bytes.
+func checkID(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: empty %s", idem.ErrInvalidKey, what)
+	case len(s) > maxID:
+		return fmt.Errorf("%w: %s of %d bytes, limit %d", idem.ErrInvalidKey, what, len(s), maxID)
+	case !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s is not UTF-8 text without NUL", idem.ErrInvalidKey, what)
+	}
+	return nil
+}
+
+// micros converts a duration to whole microseconds, rounding up so that a
+// positive duration never becomes zero.
+func micros(d time.Duration) int64 { return int64((d + time.Microsecond - 1) / time.Microsecond) }
+
+// bin returns s as non-nil bytes: bun writes a nil slice as NULL.
+func bin(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return []byte(s)
+}
+
+// label makes a key's scope or client key storable as text: valid UTF-8
+// without NUL. Labels are for operators; the digest is the key.
+func label(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "")
+}
+
+// text returns a label argument: bytes on MySQL, where bun would rewrite
+// some strings, a string elsewhere.
+func (l *Layer) text(s string) any {
+	if l.native {
+		return s
+	}
+	return bin(s)
+}
+
+// id returns a consumer, event or source ID argument in the column's type:
+// bytes on MySQL (VARBINARY), text elsewhere.
+func (l *Layer) id(s string) any { return l.text(s) }
+
+// retry runs fn, and runs it again, up to the layer's retry count, while it
+// fails with a deadlock or a serialization conflict. Only statements that
+// are whole transactions (the layer's own, in autocommit) are retried.
+func (l *Layer) retry(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = fn(); err == nil || attempt >= l.retries || !l.conflict(err) {
+			return err
+		}
+		if perr := pause(ctx, attempt+1); perr != nil {
+			return err
+		}
+	}
+}
+
+// conflict reports a deadlock or serialization failure, which running the
+// whole transaction again may get through.
+func (l *Layer) conflict(err error) bool {
+	return errors.Is(err, ErrConflict) || classify(err, l.sqlite) == kindConflict
+}
+
+// pause waits a short random time that grows with the attempt, or until ctx
+// ends.
+func pause(ctx context.Context, attempt int) error {
+	d := time.Duration(attempt) * (time.Millisecond + rand.N(4*time.Millisecond))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Layer) observe(ctx context.Context, e idem.Event) {
+	if l.obs != nil {
+		e.Tier = idem.TierSQL
+		l.obs.Observe(ctx, e)
+	}
+}

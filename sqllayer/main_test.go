@@ -1,0 +1,87 @@
+package sqllayer_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+	"go.uber.org/goleak"
+
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/sqllayer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// backend is one SQL backend with this test's own tables, created by Init
+// and dropped when the test ends.
+type backend struct {
+	sql  *testenv.SQL
+	opts []sqllayer.Option
+	// records, events and versions are the test's table names.
+	records, events, versions string
+}
+
+// setup creates fresh tables on s for t and returns the backend.
+func setup(t *testing.T, s *testenv.SQL) *backend {
+	t.Helper()
+	b := &backend{
+		sql:      s,
+		records:  testenv.Name("idem_rec"),
+		events:   testenv.Name("idem_evt"),
+		versions: testenv.Name("idem_ver"),
+	}
+	b.opts = []sqllayer.Option{
+		sqllayer.WithRecordsTable(b.records),
+		sqllayer.WithEventsTable(b.events),
+		sqllayer.WithVersionsTable(b.versions),
+	}
+	db := s.Open(t)
+	t.Cleanup(func() {
+		// Runs before the pool closes: cleanups run last-registered first.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, name := range []string{b.records, b.events, b.versions} {
+			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+				t.Errorf("drop %s: %v", name, err)
+			}
+		}
+	})
+	if err := sqllayer.New(db, b.opts...).Init(ctx(t)); err != nil {
+		t.Fatalf("Init on %s: %v", s.Kind, err)
+	}
+	return b
+}
+
+// layer returns a Layer over a pool of its own (in-memory SQLite: the one
+// pool), as a separate service instance would have.
+func (b *backend) layer(t *testing.T, opts ...sqllayer.Option) (*sqllayer.Layer, *bun.DB) {
+	t.Helper()
+	db := b.sql.Open(t)
+	if b.sql.Real {
+		// The servers are shared with other packages' tests: stay well under
+		// their connection limits.
+		db.SetMaxOpenConns(8)
+	}
+	return sqllayer.New(db, append(append([]sqllayer.Option(nil), b.opts...), opts...)...), db
+}
+
+// ctx returns a context bounded well inside the test timeout.
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// count returns the number of rows in table matching where.
+func count(t testing.TB, db bun.IDB, table, where string, args ...any) int {
+	t.Helper()
+	var n int
+	q := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", table, where)
+	if err := db.NewRaw(q, args...).Scan(ctx(t), &n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}

@@ -1,0 +1,155 @@
+package sqllayer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/idemkit/idem"
+)
+
+// Complete implements idem.Layer: one UPDATE guarded by the token, the
+// in-progress state and the record's expiry. When it changes no row, a read
+// tells a re-sent Complete of a record this token already completed (nil)
+// from a lost lease (idem.ErrLeaseLost).
+func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result []byte, ttl time.Duration) error {
+	if err := l.checkComplete(ctx, key, result, ttl); err != nil {
+		return err
+	}
+	err := l.retry(ctx, func() error { return l.complete(ctx, l.pool(), key, token, result, ttl) })
+	return l.wrap("complete", err)
+}
+
+// CompleteTx completes the record like Complete, inside the caller's
+// transaction: the completion commits or rolls back with the handler's own
+// writes, so a crash between the two can neither keep the writes without the
+// result nor the result without the writes. The row stays locked until tx
+// ends. A deadlock or serialization failure gives ErrConflict (run the
+// transaction again); nothing is retried inside tx.
+func (l *Layer) CompleteTx(ctx context.Context, tx bun.Tx, key idem.Key, token string, result []byte, ttl time.Duration) error {
+	if err := l.checkComplete(ctx, key, result, ttl); err != nil {
+		return err
+	}
+	q, err := l.on(tx)
+	if err != nil {
+		return err
+	}
+	return l.wrap("complete", l.complete(ctx, q, key, token, result, ttl))
+}
+
+func (l *Layer) checkComplete(ctx context.Context, key idem.Key, result []byte, ttl time.Duration) error {
+	if err := l.check(ctx, key); err != nil {
+		return err
+	}
+	if l.maxResult > 0 && len(result) > l.maxResult {
+		return fmt.Errorf("%w: %d bytes, limit %d", idem.ErrTooLarge, len(result), l.maxResult)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("sqllayer: ttl must be positive (%v)", ttl)
+	}
+	return nil
+}
+
+func (l *Layer) complete(ctx context.Context, q querier, key idem.Key, token string, result []byte, ttl time.Duration) error {
+	if result == nil {
+		result = []byte{}
+	}
+	d := key.Digest()
+	n, err := affected(ctx, q, l.st.complete, d[:], bin(token), result, micros(ttl))
+	if err != nil || n == 1 {
+		return err
+	}
+	state, err := l.owned(ctx, q, d[:], token)
+	if err != nil {
+		return err
+	}
+	if state == idem.StateCompleted {
+		return nil // re-sent by the owner after success
+	}
+	return idem.ErrLeaseLost
+}
+
+// owned returns the state of the live record token holds, or 0.
+func (l *Layer) owned(ctx context.Context, q querier, digest []byte, token string) (idem.State, error) {
+	var state int64
+	found, err := queryOne(ctx, q, l.st.owned, []any{digest, bin(token)}, &state)
+	if err != nil || !found {
+		return 0, err
+	}
+	return idem.State(state), nil
+}
+
+// Release implements idem.Layer: a DELETE guarded by the token and the
+// in-progress state. When it deletes nothing, a read tells a missing or
+// expired record (nil) from one another token or a completion holds
+// (idem.ErrLeaseLost).
+func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
+	if err := l.check(ctx, key); err != nil {
+		return err
+	}
+	d := key.Digest()
+	err := l.retry(ctx, func() error {
+		n, err := affected(ctx, l.pool(), l.st.release, d[:], bin(token))
+		if err != nil || n == 1 {
+			return err
+		}
+		var one int64
+		found, err := queryOne(ctx, l.pool(), l.st.live, []any{d[:]}, &one)
+		if err != nil || !found {
+			return err
+		}
+		return idem.ErrLeaseLost
+	})
+	return l.wrap("release", err)
+}
+
+// Renew implements idem.Layer: an UPDATE guarded like Complete's that sets
+// the lease to lease from the database's now and moves the expiry along if
+// the lease would outlive it.
+func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease time.Duration) error {
+	if err := l.check(ctx, key); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		return fmt.Errorf("sqllayer: lease must be positive (%v)", lease)
+	}
+	d := key.Digest()
+	err := l.retry(ctx, func() error {
+		n, err := affected(ctx, l.pool(), l.st.renew, d[:], bin(token), micros(lease))
+		if err != nil || n == 1 {
+			return err
+		}
+		// MySQL counts only changed rows: a renewal within the same
+		// microsecond changes nothing and still holds the lease.
+		state, err := l.owned(ctx, l.pool(), d[:], token)
+		if err != nil || state == idem.StateInProgress {
+			return err
+		}
+		return idem.ErrLeaseLost
+	})
+	return l.wrap("renew", err)
+}
+
+// Get implements idem.Layer: a primary-key read of the live record.
+func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
+	if err := l.check(ctx, key); err != nil {
+		return idem.Record{}, err
+	}
+	d := key.Digest()
+	r := l.newRow()
+	var found bool
+	err := l.retry(ctx, func() (err error) {
+		found, err = queryOne(ctx, l.pool(), l.st.get, []any{d[:]},
+			&r.fingerprint, &r.state, &r.result, &r.leaseUntil, &r.expiresAt)
+		return err
+	})
+	if err != nil {
+		return idem.Record{}, l.wrap("get", err)
+	}
+	if !found {
+		return idem.Record{}, idem.ErrNotFound
+	}
+	return r.record(key), nil
+}

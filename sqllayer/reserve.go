@@ -1,0 +1,218 @@
+package sqllayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/idemkit/idem"
+)
+
+// maxRounds bounds how often one Reserve starts over because the row changed
+// between its statements (released, expired, taken over by another caller).
+const maxRounds = 16
+
+// claim is one Reserve's arguments in the form the statements take.
+type claim struct {
+	key    idem.Key
+	digest []byte
+	scope  any
+	client any
+	fp     []byte
+	lease  int64 // microseconds
+	expiry int64 // microseconds: max(ttl, lease)
+}
+
+// args returns the arguments ?0…?6 of the claim statements for token, and
+// ?7, the token a takeover replaces.
+func (c *claim) args(token string, old []byte) []any {
+	a := []any{c.digest, c.scope, c.client, c.fp, bin(token), c.lease, c.expiry}
+	if old != nil {
+		a = append(a, old)
+	}
+	return a
+}
+
+// owner returns the record a successful claim hands its caller.
+func (c *claim) owner(token string, leaseUntil, expiresAt time.Time) idem.Record {
+	return idem.Record{
+		Key:         c.key,
+		Fingerprint: string(c.fp),
+		State:       idem.StateInProgress,
+		Token:       token,
+		LeaseUntil:  leaseUntil,
+		ExpiresAt:   expiresAt,
+	}
+}
+
+// Reserve implements idem.Layer. See the package documentation for the
+// statements each dialect runs.
+func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, lease, ttl time.Duration) (idem.Record, bool, error) {
+	if err := l.check(ctx, key); err != nil {
+		return idem.Record{}, false, err
+	}
+	if lease <= 0 || ttl <= 0 {
+		return idem.Record{}, false, fmt.Errorf("sqllayer: lease and ttl must be positive (lease %v, ttl %v)", lease, ttl)
+	}
+	if len(fingerprint) > maxFingerprint {
+		return idem.Record{}, false, fmt.Errorf("sqllayer: fingerprint of %d bytes, limit %d", len(fingerprint), maxFingerprint)
+	}
+	d := key.Digest()
+	c := &claim{
+		key:    key,
+		digest: d[:],
+		scope:  l.text(label(key.Scope())),
+		client: l.text(label(key.ClientKey())),
+		fp:     bin(fingerprint),
+		lease:  micros(lease),
+		expiry: micros(max(ttl, lease)),
+	}
+	var (
+		rec     idem.Record
+		claimed bool
+	)
+	err := l.retry(ctx, func() (err error) {
+		rec, claimed, err = l.reserve(ctx, c)
+		return err
+	})
+	if err != nil {
+		return idem.Record{}, false, l.wrap("reserve", err)
+	}
+	return rec, claimed, nil
+}
+
+// errRounds reports a key whose row kept changing under one Reserve.
+var errRounds = fmt.Errorf("%w: reserve: the record changed %d times between statements", ErrConflict, maxRounds)
+
+// reserve runs the dialect's claim flow until it has an answer.
+func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error) {
+	q := l.pool()
+	for range maxRounds {
+		var (
+			r      = l.newRow()
+			found  bool
+			token  = idem.NewToken()
+			record idem.Record
+			ok     bool
+			err    error
+		)
+		switch l.dialect {
+		case dialect.PG:
+			// Claim or read in one statement.
+			found, err = queryOne(ctx, q, l.st.reserve, c.args(token, nil), r.dest()...)
+			if err != nil {
+				return idem.Record{}, false, err
+			}
+			if found && r.claimed {
+				return c.owner(token, r.leaseUntil.t, r.expiresAt.t), true, nil
+			}
+			if !found {
+				// The INSERT waited for a concurrent claim that committed after
+				// this statement's snapshot: read in a new statement.
+				if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
+					return idem.Record{}, false, err
+				}
+			}
+		case dialect.MySQL:
+			// INSERT first: only the duplicate key error means "taken".
+			if record, ok, err = l.insertMySQL(ctx, q, c, token); err != nil || ok {
+				return record, ok, err
+			}
+			if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
+				return idem.Record{}, false, err
+			}
+		default: // sqlite
+			// Read first: a duplicate never takes the write lock.
+			if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
+				return idem.Record{}, false, err
+			}
+			if !found {
+				if record, ok, err = l.insertReturning(ctx, q, c, token); err != nil || ok {
+					return record, ok, err
+				}
+				continue // inserted by another writer meanwhile: read it
+			}
+		}
+		if !found {
+			continue // released or swept between the statements
+		}
+		if !r.takeable(c.fp) {
+			return r.record(c.key), false, nil
+		}
+		start := l.now()
+		if record, ok, err = l.takeover(ctx, q, c, token, r.token); err != nil || ok {
+			if ok {
+				l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key, Duration: l.now().Sub(start)})
+			}
+			return record, ok, err
+		}
+		// Another caller changed the row first: start over.
+	}
+	return idem.Record{}, false, errRounds
+}
+
+// insertMySQL claims a free key with a plain INSERT. ok is false when the key
+// is taken (error 1062).
+func (l *Layer) insertMySQL(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
+	res, err := q.ExecContext(ctx, l.st.reserve, c.args(token, nil)...)
+	if err != nil {
+		if classify(err, false) == kindUnique {
+			return idem.Record{}, false, nil
+		}
+		return idem.Record{}, false, err
+	}
+	return l.mysqlOwner(res.LastInsertId, c, token)
+}
+
+// mysqlOwner builds the claimed record from the database's "now", which the
+// statement returned as its insert ID (see stmt_mysql.go).
+func (l *Layer) mysqlOwner(lastInsertID func() (int64, error), c *claim, token string) (idem.Record, bool, error) {
+	now, err := lastInsertID()
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	if now <= 0 {
+		return idem.Record{}, false, errors.New("sqllayer: the server did not return its clock with the claim")
+	}
+	t := time.UnixMicro(now).UTC()
+	return c.owner(token, t.Add(time.Duration(c.lease)*time.Microsecond), t.Add(time.Duration(c.expiry)*time.Microsecond)), true, nil
+}
+
+// insertReturning claims a free key with INSERT … ON CONFLICT DO NOTHING
+// RETURNING (SQLite). ok is false when the key is taken.
+func (l *Layer) insertReturning(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
+	lease, exp := l.newRow().leaseUntil, l.newRow().expiresAt
+	found, err := queryOne(ctx, q, l.st.reserve, c.args(token, nil), &lease, &exp)
+	if err != nil || !found {
+		return idem.Record{}, false, err
+	}
+	return c.owner(token, lease.t, exp.t), true, nil
+}
+
+// takeover replaces the row held by old with a new claim, if the database
+// still finds it expired or lapsed. ok is false when another caller changed
+// it first.
+func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string, old []byte) (idem.Record, bool, error) {
+	if old == nil {
+		old = []byte{}
+	}
+	if l.dialect == dialect.MySQL {
+		res, err := q.ExecContext(ctx, l.st.takeover, c.args(token, old)...)
+		if err != nil {
+			return idem.Record{}, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return idem.Record{}, false, err
+		}
+		return l.mysqlOwner(res.LastInsertId, c, token)
+	}
+	lease, exp := l.newRow().leaseUntil, l.newRow().expiresAt
+	found, err := queryOne(ctx, q, l.st.takeover, c.args(token, old), &lease, &exp)
+	if err != nil || !found {
+		return idem.Record{}, false, err
+	}
+	return c.owner(token, lease.t, exp.t), true, nil
+}

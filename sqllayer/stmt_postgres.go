@@ -1,0 +1,94 @@
+package sqllayer
+
+// Postgres statements. Times are timestamptz; "now" is clock_timestamp(), the
+// wall clock of the server, read once per statement through the one-row
+// relation c. Durations arrive as bigint microseconds. The janitor compares
+// with now() instead, which is stable within its statement and so lets the
+// expires_at index answer.
+//
+// pgReserve is the whole of a common Reserve in one round trip: the INSERT
+// claims a free key; when it conflicts, the second branch returns the
+// existing row, with the database's verdict on its expiry and lease. When the
+// INSERT had to wait for a concurrent claim of the same key, the second
+// branch reads with the snapshot taken before that wait and finds nothing:
+// the caller then reads in a new statement (pgRead). A conflicting INSERT
+// … DO NOTHING writes nothing and locks nothing, so a duplicate costs a read.
+const pgReserve = `WITH c AS (SELECT clock_timestamp() AS now),
+ins AS (
+	INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
+	SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
+		c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
+	FROM c
+	ON CONFLICT (key_digest) DO NOTHING
+	RETURNING lease_until, expires_at
+)
+SELECT true, NULL::bytea, 1::smallint, NULL::bytea, NULL::bytea, ins.lease_until, ins.expires_at, false, false FROM ins
+UNION ALL
+SELECT false, r.fingerprint, r.state, r.token, r.result, r.lease_until, r.expires_at,
+	r.expires_at <= c.now, r.lease_until <= c.now
+FROM {R} r, c
+WHERE r.key_digest = ?0 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+var pgStmts = stmts{
+	reserve: pgReserve,
+
+	read: `SELECT false, r.fingerprint, r.state, r.token, r.result, r.lease_until, r.expires_at,
+	r.expires_at <= c.now, r.lease_until <= c.now
+FROM {R} r, (SELECT clock_timestamp() AS now) c
+WHERE r.key_digest = ?0`,
+
+	takeover: `UPDATE {R} AS r
+SET scope = ?1::text, client_key = ?2::text, fingerprint = ?3::bytea, state = 1, token = ?4::bytea, result = NULL,
+	lease_until = c.now + ?5::bigint * interval '1 microsecond', created_at = c.now,
+	expires_at = c.now + ?6::bigint * interval '1 microsecond'
+FROM (SELECT clock_timestamp() AS now) c
+WHERE r.key_digest = ?0 AND r.token = ?7::bytea
+	AND (r.expires_at <= c.now OR (r.state = 1 AND r.fingerprint = ?3 AND r.lease_until <= c.now))
+RETURNING r.lease_until, r.expires_at`,
+
+	complete: `UPDATE {R} AS r
+SET state = 2, result = ?2::bytea, lease_until = NULL, expires_at = c.now + ?3::bigint * interval '1 microsecond'
+FROM (SELECT clock_timestamp() AS now) c
+WHERE r.key_digest = ?0 AND r.token = ?1::bytea AND r.state = 1 AND r.expires_at > c.now`,
+
+	owned: `SELECT state FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND expires_at > clock_timestamp()`,
+
+	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND state = 1`,
+
+	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > clock_timestamp()`,
+
+	renew: `UPDATE {R} AS r
+SET lease_until = c.now + ?2::bigint * interval '1 microsecond',
+	expires_at = GREATEST(r.expires_at, c.now + ?2::bigint * interval '1 microsecond')
+FROM (SELECT clock_timestamp() AS now) c
+WHERE r.key_digest = ?0 AND r.token = ?1::bytea AND r.state = 1 AND r.expires_at > c.now`,
+
+	get: `SELECT fingerprint, state, result, lease_until, expires_at FROM {R}
+WHERE key_digest = ?0 AND expires_at > clock_timestamp()`,
+
+	markEvent: `INSERT INTO {E} (consumer, event_id, created_at, expires_at)
+SELECT ?0::text, ?1::text, c.now, c.now + ?2::bigint * interval '1 microsecond' FROM (SELECT clock_timestamp() AS now) c
+ON CONFLICT (consumer, event_id) DO NOTHING`,
+
+	reviveEvent: `DELETE FROM {E} WHERE consumer = ?0 AND event_id = ?1 AND expires_at <= clock_timestamp()`,
+
+	// One statement decides: a new key inserts (1 row), a newer version
+	// updates (1 row), an equal or older one matches the WHERE of DO UPDATE
+	// to false and changes nothing (0 rows).
+	advance: `INSERT INTO {V} AS v (source, external_id, version, updated_at)
+VALUES (?0::text, ?1::text, ?2::bigint, clock_timestamp())
+ON CONFLICT (source, external_id) DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at
+WHERE v.version < excluded.version`,
+
+	version: `SELECT version FROM {V} WHERE source = ?0 AND external_id = ?1`,
+
+	// SKIP LOCKED leaves rows a transaction holds (a CompleteTx in flight)
+	// for a later batch; FOR UPDATE re-checks the expiry of a row that
+	// changed before it was locked.
+	sweep: [2]string{
+		`DELETE FROM {R} WHERE key_digest IN (
+	SELECT key_digest FROM {R} WHERE expires_at <= now() LIMIT ?0 FOR UPDATE SKIP LOCKED)`,
+		`DELETE FROM {E} WHERE (consumer, event_id) IN (
+	SELECT consumer, event_id FROM {E} WHERE expires_at <= now() LIMIT ?0 FOR UPDATE SKIP LOCKED)`,
+	},
+}

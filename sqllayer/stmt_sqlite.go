@@ -1,0 +1,65 @@
+package sqllayer
+
+// SQLite statements. Times are INTEGER microseconds since the Unix epoch
+// (UTC); "now" is SQLite's own clock, unixepoch('subsec') (millisecond
+// resolution), which SQLite holds constant within one statement step.
+//
+// SQLite has one writer at a time and an INSERT takes the write lock even
+// when it conflicts, so Reserve reads first: a duplicate costs a read and
+// never waits for the writer; only a free or expired key goes on to write.
+const liteNow = "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)"
+
+var sqliteStmts = stmts{
+	reserve: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
+VALUES (?0, ?1, ?2, ?3, 1, ?4, ` + liteNow + ` + ?5, ` + liteNow + `, ` + liteNow + ` + ?6)
+ON CONFLICT (key_digest) DO NOTHING
+RETURNING lease_until, expires_at`,
+
+	read: `SELECT 0, fingerprint, state, token, result, lease_until, expires_at,
+	expires_at <= ` + liteNow + `, lease_until <= ` + liteNow + `
+FROM {R} WHERE key_digest = ?0`,
+
+	takeover: `UPDATE {R}
+SET scope = ?1, client_key = ?2, fingerprint = ?3, state = 1, token = ?4, result = NULL,
+	lease_until = ` + liteNow + ` + ?5, created_at = ` + liteNow + `, expires_at = ` + liteNow + ` + ?6
+WHERE key_digest = ?0 AND token = ?7
+	AND (expires_at <= ` + liteNow + ` OR (state = 1 AND fingerprint = ?3 AND lease_until <= ` + liteNow + `))
+RETURNING lease_until, expires_at`,
+
+	complete: `UPDATE {R}
+SET state = 2, result = ?2, lease_until = NULL, expires_at = ` + liteNow + ` + ?3
+WHERE key_digest = ?0 AND token = ?1 AND state = 1 AND expires_at > ` + liteNow,
+
+	owned: `SELECT state FROM {R} WHERE key_digest = ?0 AND token = ?1 AND expires_at > ` + liteNow,
+
+	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1 AND state = 1`,
+
+	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > ` + liteNow,
+
+	renew: `UPDATE {R}
+SET lease_until = ` + liteNow + ` + ?2, expires_at = max(expires_at, ` + liteNow + ` + ?2)
+WHERE key_digest = ?0 AND token = ?1 AND state = 1 AND expires_at > ` + liteNow,
+
+	get: `SELECT fingerprint, state, result, lease_until, expires_at FROM {R}
+WHERE key_digest = ?0 AND expires_at > ` + liteNow,
+
+	markEvent: `INSERT INTO {E} (consumer, event_id, created_at, expires_at)
+VALUES (?0, ?1, ` + liteNow + `, ` + liteNow + ` + ?2)
+ON CONFLICT (consumer, event_id) DO NOTHING`,
+
+	reviveEvent: `DELETE FROM {E} WHERE consumer = ?0 AND event_id = ?1 AND expires_at <= ` + liteNow,
+
+	// As on Postgres: 1 row inserted or updated to a newer version, 0 rows
+	// when the WHERE of DO UPDATE keeps an equal or newer stored version.
+	advance: `INSERT INTO {V} AS v (source, external_id, version, updated_at)
+VALUES (?0, ?1, ?2, ` + liteNow + `)
+ON CONFLICT (source, external_id) DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at
+WHERE v.version < excluded.version`,
+
+	version: `SELECT version FROM {V} WHERE source = ?0 AND external_id = ?1`,
+
+	sweep: [2]string{
+		`DELETE FROM {R} WHERE rowid IN (SELECT rowid FROM {R} WHERE expires_at <= ` + liteNow + ` LIMIT ?0)`,
+		`DELETE FROM {E} WHERE rowid IN (SELECT rowid FROM {E} WHERE expires_at <= ` + liteNow + ` LIMIT ?0)`,
+	},
+}
