@@ -1,0 +1,105 @@
+package redislayer_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/redislayer"
+)
+
+// miniLayer returns a layer with opts over a miniredis of its own.
+func miniLayer(t *testing.T, opts ...redislayer.Option) (*redislayer.Layer, *miniredis.Miniredis) {
+	t.Helper()
+	m := testenv.MiniRedis(t).Mini
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return newLayer(t, c, opts...), m
+}
+
+func TestMaxResult(t *testing.T) {
+	l, _ := miniLayer(t, redislayer.WithMaxResult(4))
+	k := idem.NewKey("limits", "max")
+	rec, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(t.Context(), k, rec.Token, []byte("12345"), time.Hour); !errors.Is(err, idem.ErrTooLarge) {
+		t.Fatalf("Complete over the limit: %v, want ErrTooLarge", err)
+	}
+	big := idem.Record{Key: idem.NewKey("limits", "fill"), State: idem.StateCompleted, Result: []byte("12345")}
+	if err := l.Fill(t.Context(), big, time.Hour); !errors.Is(err, idem.ErrTooLarge) {
+		t.Fatalf("Fill over the limit: %v, want ErrTooLarge", err)
+	}
+	if err := l.Complete(t.Context(), k, rec.Token, []byte("1234"), time.Hour); err != nil {
+		t.Fatalf("Complete at the limit: %v", err)
+	}
+}
+
+// TestSubMillisecondDurations: a lease or ttl under a millisecond is rounded
+// up to one, never down to PEXPIRE 0, which would delete the key at once.
+func TestSubMillisecondDurations(t *testing.T) {
+	l, m := miniLayer(t, redislayer.WithPrefix("sub:"))
+	k := idem.NewKey("limits", "sub-ms")
+	rec, claimed, err := l.Reserve(t.Context(), k, "fp", 500*time.Microsecond, 500*time.Microsecond)
+	if err != nil || !claimed {
+		t.Fatalf("Reserve: %v %v", claimed, err)
+	}
+	if _, claimed, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Minute); err != nil || claimed {
+		t.Fatalf("a sub-millisecond lease vanished at once: claimed=%v err=%v", claimed, err)
+	}
+	if err := l.Renew(t.Context(), k, rec.Token, time.Microsecond); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	for _, key := range m.Keys() {
+		if ttl := m.TTL(key); ttl <= 0 {
+			t.Fatalf("key %s has TTL %v, want a positive TTL on every key", key, ttl)
+		}
+	}
+	m.FastForward(time.Millisecond)
+	if _, claimed, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Minute); err != nil || !claimed {
+		t.Fatalf("after the lease: claimed=%v err=%v, want a takeover", claimed, err)
+	}
+}
+
+func TestInvalidDurations(t *testing.T) {
+	l, _ := miniLayer(t)
+	k := idem.NewKey("limits", "durations")
+	for _, d := range [][2]time.Duration{{0, time.Minute}, {time.Minute, 0}, {-time.Second, time.Minute}} {
+		if _, _, err := l.Reserve(t.Context(), k, "fp", d[0], d[1]); err == nil {
+			t.Errorf("Reserve with lease %v ttl %v succeeded", d[0], d[1])
+		}
+	}
+	if err := l.Renew(t.Context(), k, "t", 0); err == nil {
+		t.Error("Renew with lease 0 succeeded")
+	}
+	if err := l.Complete(t.Context(), k, "t", nil, 0); err == nil {
+		t.Error("Complete with ttl 0 succeeded")
+	}
+}
+
+// TestKeyShape pins the storage shape: prefix{hex} and prefix{hex}:lease,
+// both with TTLs.
+func TestKeyShape(t *testing.T) {
+	l, m := miniLayer(t, redislayer.WithPrefix("shape:"))
+	k := idem.NewKey("limits", "shape")
+	if _, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rec, lease := "shape:{"+k.Hex()+"}", "shape:{"+k.Hex()+"}:lease"
+	if got := m.Keys(); len(got) != 2 || got[0] != rec || got[1] != lease {
+		t.Fatalf("keys = %q, want %q and %q", got, rec, lease)
+	}
+	if m.TTL(rec) != time.Hour || m.TTL(lease) != time.Minute {
+		t.Fatalf("TTLs: record %v lease %v, want 1h and 1m", m.TTL(rec), m.TTL(lease))
+	}
+	if m.HGet(rec, "t") == "" || m.HGet(rec, "s") != "1" || m.HGet(rec, "f") != "fp" {
+		keys, _ := m.HKeys(rec)
+		t.Fatalf("record fields: %v", keys)
+	}
+}

@@ -1,0 +1,48 @@
+package redislayer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/redislayer"
+	"github.com/idemkit/idem/storetest"
+)
+
+// twice is a client that runs every script two times and answers with the
+// second reply, as go-redis does when the first reply was lost on the
+// network after Redis had applied the script.
+type twice struct{ redislayer.Client }
+
+func (c twice) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	_ = c.Client.EvalSha(ctx, sha, keys, args...)
+	return c.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+func (c twice) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	_ = c.Client.Eval(ctx, script, keys, args...)
+	return c.Client.Eval(ctx, script, keys, args...)
+}
+
+// TestConformanceResent runs the suite with every script applied twice: a
+// claim re-sent stays claimed by its caller, a Complete re-sent succeeds
+// without change, a Release re-sent finds nothing to release.
+func TestConformanceResent(t *testing.T) {
+	m := testenv.MiniRedis(t).Mini
+	h := storetest.Harness{
+		New: func(t *testing.T) idem.Layer {
+			c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return newLayer(t, twice{c}, redislayer.WithTimeout(5*time.Second))
+		},
+		Advance: func(_ *testing.T, d time.Duration) { m.FastForward(d) },
+		Tick:    200 * time.Millisecond,
+		Keys:    100,
+	}
+	storetest.Run(t, h)
+	storetest.RunFiller(t, h)
+}
