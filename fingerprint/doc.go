@@ -15,8 +15,9 @@
 // Canonicalize implements RFC 8785, the JSON Canonicalization Scheme:
 // member names sorted by their UTF-16 code units, no insignificant
 // whitespace, numbers written as ECMAScript's Number.prototype.toString
-// writes them (shortest round-trip digits; plain notation from 1e-7 up to
-// 1e21, exponent notation outside; -0 as 0), strings with only '"', '\' and
+// writes them (shortest round-trip digits; plain notation for magnitudes
+// from 1e-6 up to, not including, 1e21, so 0.000001 and 1e-7, 1e+21; -0 as
+// 0), strings with only '"', '\' and
 // the control characters escaped (\b \t \n \f \r, others as \u00xx in
 // lower-case hex) and everything else as literal UTF-8. Key order,
 // whitespace and number spelling (1.0, 1e0, 10E-1) therefore never change a
@@ -121,7 +122,7 @@
 // for JSON bodies too; an HTTP layer answers them with 400 (413 for
 // ErrTooLarge).
 //
-//	invalid JSON (syntax, trailing data, empty or blank input)   ErrInvalidJSON
+//	invalid JSON (syntax, trailing data, blank input)            ErrInvalidJSON
 //	two members of one object with the same name                 ErrDuplicateMember
 //	a number beyond ±1.7976931348623157e308                      ErrNumberRange
 //	  (a number too small to represent rounds to 0, as in JSON.parse)
@@ -131,9 +132,12 @@
 //	a body over WithMaxBytes (default 16 MiB; at most 1 GiB)     ErrTooLarge
 //	a malformed path given to WithAllow or WithDeny              ErrInvalidPath
 //
-// These hold even where a deny-list drops the offending value: whether a
-// body is valid never depends on the field lists. Unicode noncharacters
-// (U+FFFF and the like) are accepted, as JSON.parse accepts them. A query
-// string or form body is never an error: a piece with a malformed %
-// escape counts as written, marked so that it equals no well-formed one.
+// Empty input is invalid JSON to Canonicalize and Builder.Canonicalize;
+// Sum, Request and RequestBody take an empty body as a case of its own. The
+// input errors hold even where a deny-list drops the offending value:
+// whether a body is valid never depends on the field lists. Unicode
+// noncharacters (U+FFFF and the like) are accepted, as JSON.parse accepts
+// them. A query string or form body is never an error: a piece with a
+// malformed % escape counts as written, marked so that it equals no
+// well-formed one.
 package fingerprint

@@ -75,6 +75,12 @@ func (p *parser) number(i int) (int, error) {
 	return j, nil
 }
 
+// maxRewritten bounds p.dec for rewritten numbers. A number's ES6 form can
+// be five times its literal ("1e20"), and decoded strings never grow, so
+// with it p.dec stays below HardMaxBytes + maxRewritten + 32, inside the
+// 32-bit offsets of a token.
+const maxRewritten = 512 << 20
+
 // shortDecimal writes the ES6 form of a number literal to p.dec without a
 // float conversion, when it can: intPart and frac are its digits, exp its
 // exponent from its 'e' on (empty when there is none).
@@ -127,6 +133,10 @@ func (p *parser) shortDecimal(neg bool, intPart, frac, exp []byte) (int, bool) {
 		e *= sign
 	}
 	d0 := len(p.dec)
+	if d0 > maxRewritten {
+		// Token offsets are 32-bit; past this, numbers take the float path.
+		return 0, false
+	}
 	if k == 0 {
 		p.dec = append(p.dec, '0')
 		return d0, true

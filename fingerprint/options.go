@@ -84,7 +84,8 @@ func WithMethod(on bool) Option {
 
 // WithRoute sets the function that names the route of a request in Request
 // and RequestBody. Default: DefaultRoute, the escaped URL path. A nil
-// function makes the route not count at all.
+// function makes the route not count at all. The function is called once
+// per request, from any goroutine; it must not keep r.
 func WithRoute(route func(r *http.Request) string) Option {
 	return func(c *config) { c.route = route }
 }

@@ -149,6 +149,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
+	if r.ContentLength > limit {
+		// Refused on the client's own word, before a byte is read.
+		return nil, fmt.Errorf("%w: Content-Length %d, limit %d", ErrTooLarge, r.ContentLength, limit)
+	}
 	orig := r.Body
 	// Content-Length is the client's word: trust it for the first
 	// allocation only up to a modest size, and grow from there.

@@ -216,6 +216,14 @@ func TestRequestTooLarge(t *testing.T) {
 	if string(got) != body {
 		t.Errorf("after ErrTooLarge the handler read %d bytes, want %d", len(got), len(body))
 	}
+	// A Content-Length over the limit is refused without reading.
+	r = newRequest(t, "POST", "/o", "text/plain", body)
+	if _, err := New(WithMaxBytes(100)).Request(r); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Content-Length over the limit: got %v", err)
+	}
+	if got, _ := io.ReadAll(r.Body); string(got) != body {
+		t.Errorf("after a refusal on Content-Length the handler read %d bytes, want %d", len(got), len(body))
+	}
 	if _, err := New(WithMaxBytes(100)).RequestBody(r, []byte(body)); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("RequestBody: got %v, want ErrTooLarge", err)
 	}
