@@ -4,6 +4,7 @@ package fingerprint
 type pattern struct {
 	steps []step
 	allow bool
+	deep  bool // has "**": the only way one pattern holds several states
 }
 
 // state is a position in one pattern: steps[:pos] have matched the path so
@@ -35,14 +36,14 @@ func compileFilter(allow, deny []string) (*filter, error) {
 			f.names.add(steps[1].name)
 			continue
 		}
-		f.pats = append(f.pats, pattern{steps: steps})
+		f.pats = append(f.pats, pattern{steps: steps, deep: deep(steps)})
 	}
 	for _, src := range allow {
 		steps, err := parsePath(src)
 		if err != nil {
 			return nil, err
 		}
-		f.pats = append(f.pats, pattern{steps: steps, allow: true})
+		f.pats = append(f.pats, pattern{steps: steps, allow: true, deep: deep(steps)})
 		f.allow = true
 	}
 	var w work
@@ -51,6 +52,15 @@ func compileFilter(allow, deny []string) (*filter, error) {
 	}
 	f.root = w.states
 	return f, nil
+}
+
+func deep(steps []step) bool {
+	for _, st := range steps {
+		if st.kind == stepAnyDepth {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *filter) empty() bool { return f.names.n == 0 && len(f.pats) == 0 }
@@ -102,8 +112,13 @@ func (s *nameSet) has(name []byte) bool {
 }
 
 // add appends s, and the states it reaches by skipping a "**", to the
-// states from start on, unless they are there already.
+// states from start on, unless they are there already. A pattern without
+// "**" has one state at most, so only deep patterns need the check.
 func (w *work) add(f *filter, start int, s state) {
+	if !f.pats[s.pat].deep {
+		w.states = append(w.states, s)
+		return
+	}
 	for {
 		for _, o := range w.states[start:] {
 			if o == s {

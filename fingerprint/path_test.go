@@ -2,7 +2,9 @@ package fingerprint
 
 import (
 	"errors"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -180,5 +182,100 @@ func TestFilter(t *testing.T) {
 				t.Errorf("Sum of the body and of its filtered form differ: %s %v, %s %v", d1, err1, d2, err2)
 			}
 		})
+	}
+}
+
+// pathStep is one step of a concrete path into a body: a member name, or an
+// array element when elem is true.
+type pathStep struct {
+	name string
+	elem bool
+}
+
+// matchRef is the obvious recursive matcher, the reference for the NFA.
+func matchRef(steps []step, path []pathStep) bool {
+	if len(steps) == 0 {
+		return len(path) == 0
+	}
+	if steps[0].kind == stepAnyDepth {
+		return matchRef(steps[1:], path) || (len(path) > 0 && matchRef(steps, path[1:]))
+	}
+	if len(path) == 0 {
+		return false
+	}
+	ok := false
+	switch steps[0].kind {
+	case stepName:
+		ok = !path[0].elem && path[0].name == steps[0].name
+	case stepAnyName:
+		ok = !path[0].elem
+	case stepElem:
+		ok = path[0].elem
+	}
+	return ok && matchRef(steps[1:], path[1:])
+}
+
+// TestMatchAgainstReference walks random paths through the NFA of random
+// patterns and compares every verdict with matchRef.
+func TestMatchAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	segs := []string{"a", "b", "*", "**", "a[*]", "*[*]", "b[*][*]"}
+	for range 3000 {
+		var srcs []string
+		for range rng.IntN(3) + 1 {
+			var parts []string
+			for range rng.IntN(4) + 1 {
+				parts = append(parts, segs[rng.IntN(len(segs))])
+			}
+			srcs = append(srcs, strings.Join(parts, "."))
+		}
+		var valid []string
+		for _, s := range srcs {
+			if _, err := parsePath(s); err == nil {
+				valid = append(valid, s)
+			}
+		}
+		f, err := compileFilter(nil, valid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var path []pathStep
+		for range rng.IntN(6) {
+			if rng.IntN(3) == 0 {
+				path = append(path, pathStep{elem: true})
+			} else {
+				path = append(path, pathStep{name: []string{"a", "b", "c"}[rng.IntN(3)]})
+			}
+		}
+		// Walk the NFA along the path, as fvalue does.
+		var w work
+		w.states = append(w.states, f.root...)
+		lo, hi := 0, len(w.states)
+		denied := false
+		for _, st := range path {
+			if !st.elem && f.denied([]byte(st.name)) {
+				denied = true
+				break
+			}
+			mark := len(w.states)
+			w.advance(f, lo, hi, st.elem, []byte(st.name), false)
+			lo, hi = mark, len(w.states)
+			if d, _, _ := w.classify(f, lo, hi); d {
+				denied = true
+				break
+			}
+		}
+		want := false
+		for _, s := range valid {
+			steps, _ := parsePath(s)
+			for k := 1; k <= len(path); k++ {
+				if matchRef(steps, path[:k]) {
+					want = true
+				}
+			}
+		}
+		if denied != want {
+			t.Fatalf("patterns %q, path %+v: NFA says %v, reference %v", valid, path, denied, want)
+		}
 	}
 }
