@@ -1,0 +1,102 @@
+// Package middleware makes retried HTTP requests execute once: a request
+// that carries an Idempotency-Key runs its handler once per key, and every
+// retry with that key gets the first response again, byte for byte — across
+// any number of instances that share a [tiered.Store].
+//
+// [New] is net/http middleware and works with chi as it is:
+//
+//	store, _ := tiered.New(tiered.WithRedis(redisLayer), tiered.WithSQL(sqlLayer))
+//	r := chi.NewRouter()
+//	r.Use(middleware.New(store, middleware.WithScope(tenantOf)))
+//
+// Packages idemgin and idemecho adapt the same core ([Handler]) to Gin and
+// Echo; every decision is made here.
+//
+// # Behaviour
+//
+// Only guarded methods (POST and PATCH unless [WithMethods]) are touched;
+// any other request passes through untouched. For a guarded request:
+//
+//	situation                                     answer (status configurable: WithStatuses)
+//	no key, key not required                      passed through, untouched (body not read)
+//	no key, WithRequire                           400 ProblemKeyMissing
+//	no key, WithDerivedKey                        the key is derived from the fingerprint
+//	malformed key (see ParseKey)                  400 ProblemKeyMalformed
+//	body over WithBodyLimit (default 1 MiB)       413 ProblemBodyTooLarge, before any claim
+//	body the fingerprint rejects (broken JSON)    400 ProblemBodyInvalid, nothing stored
+//	first request with this key                   the handler runs; its response is live
+//	same key and fingerprint, completed           the stored status, headers and body
+//	same key and fingerprint, in flight           waits (the Store's Wait, default 10 s),
+//	                                              then the owner's response; else
+//	                                              409 ProblemInFlight + Retry-After
+//	same key, different fingerprint               422 ProblemMismatch (another body, route
+//	                                              or method: never the other's response)
+//	store unable to decide                        503 ProblemUnavailable + Retry-After;
+//	                                              the handler does not run
+//	stored tombstone (see below)                  409 ProblemNotReplayable
+//
+// The key is scoped by [WithScope] (tenant, user): the same client key in
+// two scopes names two operations, and neither ever sees the other's
+// response. How long a duplicate waits for the request in flight is the
+// Store's setting ([tiered.WithWait]); the middleware has no wait of its own.
+//
+// # Keys
+//
+// The key header holds one key of 1 to 255 printable ASCII bytes
+// (0x20–0x7E), bare (abc) or as an RFC 8941 string ("abc", with \" and \\
+// escapes); both forms of one key are the same key. Two header lines, an
+// empty or longer key, other bytes, a comma in a bare key (two joined header
+// lines look like that), a broken string or anything after its closing
+// quote are malformed. [ParseKey] implements this grammar.
+//
+// # Execution
+//
+// The handler runs inside the Store's execution, so that its singleflight,
+// leases and renewal apply, but it writes to the real ResponseWriter of the
+// request that leads: Flush, Hijack and [http.ResponseController] work, and
+// the leader's client sees the response as it is written. The handler's
+// request carries the Store's work context: it keeps the request's values
+// but not its cancellation (the work outlives a client that gave up, so
+// that its retry finds the result) and ends when the lease is lost (cause
+// [idem.ErrLeaseLost]) or the Store closes. Its body is the bytes the
+// middleware read. Requests that share the execution, in this process or
+// another, get the leader's response replayed.
+//
+// # What is stored
+//
+// A response is stored when the keep policy ([WithKeep], default
+// [DefaultKeep]) keeps its status: 2xx, 3xx and 4xx except 408, 425 and 429.
+// Otherwise (5xx, 408, 425, 429) the key is released so that a retry runs
+// the handler again; requests that shared that execution get the same
+// response. A panic releases the key too: the leader answers 500
+// ProblemFailed, or, if its response had begun, the middleware panics with
+// [http.ErrAbortHandler] so that the server cuts the connection instead of
+// ending a broken response as if it were whole. The panic value and stack
+// reach the Store's Observer (EventReleased) and a custom [ErrorWriter]
+// (Problem.Err); the process never dies of it.
+//
+// What is stored: the status, the headers of the replay allow-list
+// ([DefaultReplayHeaders]: Content-Type, Content-Language, Content-Encoding,
+// Content-Disposition, Location, ETag, Last-Modified, Link) and the body,
+// in a small versioned binary form. Set-Cookie, Authorization,
+// WWW-Authenticate, Proxy-Authenticate and the hop-by-hop headers
+// (Connection, Keep-Alive, Transfer-Encoding, TE, Trailer, Upgrade,
+// Proxy-Connection) are never stored, even when allow-listed, and a header
+// value with CR, LF or NUL is dropped. Trailers are not stored. A replay
+// sets Content-Length from the stored body and, with [WithReplayMarker],
+// a marker header; it is otherwise not marked.
+//
+// # Tombstones
+//
+// A response that was streamed (the handler flushed), whose connection was
+// hijacked, or whose body passed the response limit ([WithResponseLimit],
+// default 1 MiB) reaches its client in full but cannot be repeated in full.
+// It is stored as a tombstone: the key is completed, so a retry never runs
+// the handler again, and a retry never gets half a body either. It gets 409
+// ProblemNotReplayable, whose original_status member holds the status the
+// response had. 409 and not a 5xx: the request did succeed (or fail)
+// exactly once, nothing is wrong with the server, and clients retry 5xx
+// answers automatically, which could never help here. Unlike ProblemInFlight
+// it has no Retry-After. A streamed response whose status the policy does
+// not keep is released like any other.
+package middleware

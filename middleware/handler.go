@@ -1,0 +1,153 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/fingerprint"
+	"github.com/idemkit/idem/tiered"
+)
+
+// Handler is the framework-free core of the middleware: every decision is
+// made here, and the adapters (net/http and chi through New, Gin in idemgin,
+// Echo in idemecho) only translate. Build it once with NewHandler; it is
+// safe for concurrent use.
+type Handler struct {
+	store *tiered.Store
+	c     config
+}
+
+// NewHandler returns the core configured by opts over the defaults listed on
+// each option. It panics when store is nil, as http.Handle does for a nil
+// handler: that is a wiring mistake, not a run-time condition.
+func NewHandler(store *tiered.Store, opts ...Option) *Handler {
+	if store == nil {
+		panic("middleware: nil store")
+	}
+	c := defaults()
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.fp == nil {
+		c.fp = fingerprint.New()
+	}
+	return &Handler{store: store, c: c}
+}
+
+// New returns net/http middleware that executes each guarded request once
+// per key (see the package documentation). It is chi middleware as it is:
+// router.Use(middleware.New(store)).
+func New(store *tiered.Store, opts ...Option) func(http.Handler) http.Handler {
+	h := NewHandler(store, opts...)
+	return func(next http.Handler) http.Handler {
+		serve := next.ServeHTTP
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Serve(w, r, serve) })
+	}
+}
+
+// Serve handles one request: it passes it to next untouched, runs next once
+// for its key and records the response, replays a stored response, or
+// answers a problem. next must write to the writer and read the request it
+// is given: they are not w and r when next runs as the key's execution
+// (the request then carries the Store's work context, which keeps r's
+// values but not its cancellation, and a body that replays what was read).
+//
+// Serve returns once the response is complete. When next panics after it
+// began its response, Serve panics with http.ErrAbortHandler, so that the
+// server drops the connection rather than finish a broken response.
+func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
+	if !h.guards(r.Method) {
+		next(w, r)
+		return
+	}
+	var clientKey string
+	if vals := r.Header[h.c.keyHeader]; len(vals) > 0 {
+		k, err := ParseKey(vals)
+		if err != nil {
+			h.fail(w, r, problemKeyMalformed, err)
+			return
+		}
+		clientKey = k
+	} else if !h.c.derive {
+		if h.c.require {
+			h.fail(w, r, problemKeyMissing, ErrNoKey)
+			return
+		}
+		next(w, r)
+		return
+	}
+	b, err := readBody(r, h.c.bodyLimit)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			h.fail(w, r, problemBodyTooLarge, err)
+		} else {
+			h.fail(w, r, problemBodyInvalid, err)
+		}
+		return
+	}
+	defer b.free()
+	fp, err := h.c.fp.RequestBody(r, b.buf)
+	if err != nil {
+		h.fail(w, r, fingerprintProblem(err), err)
+		return
+	}
+	if clientKey == "" {
+		// A client key is printable ASCII, so this one can never equal it.
+		clientKey = "\x00derived:" + fp
+	}
+	var scope string
+	if h.c.scope != nil {
+		scope = h.c.scope(r)
+	}
+	h.execute(w, r, next, idem.NewKey(scope, clientKey), fp, b)
+}
+
+func (h *Handler) guards(method string) bool {
+	for _, m := range h.c.methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// execute runs the request through the Store. Only the closure of the
+// request that starts the execution runs (the leader): it calls next with a
+// writer that tees to w, so the leader's response is live. The context given
+// to Do cannot be cancelled, so Do returns only after the leader's handler
+// has returned: nothing touches w once Serve is gone.
+func (h *Handler) execute(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request), key idem.Key, fp string, b *body) {
+	var cw *capture // set only by this request's closure, which runs only if it leads
+	res, err := h.store.Do(context.WithoutCancel(r.Context()), key, fp, func(ctx context.Context) ([]byte, error) {
+		cw = newCapture(w, &h.c)
+		wr := r.WithContext(ctx)
+		wr.Body = b.reader()
+		next(cw, wr)
+		return cw.finish(h.c.keep)
+	})
+	if cw != nil {
+		defer cw.free()
+		var pe *tiered.PanicError
+		if errors.As(err, &pe) {
+			if cw.started() || pe.Value == http.ErrAbortHandler {
+				panic(http.ErrAbortHandler)
+			}
+			hdr := w.Header()
+			for _, name := range h.c.replay { // half-built headers of the handler
+				hdr.Del(name)
+			}
+			hdr.Del("Set-Cookie")
+			h.fail(w, r, problemFailed, err)
+		}
+		return // the live response is complete
+	}
+	if res.Value != nil {
+		h.replay(w, r, res.Value, err != nil)
+		return
+	}
+	h.fail(w, r, storeProblem(err), err)
+}
