@@ -1,0 +1,133 @@
+package behaviour
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// App is the handler behind the middleware in every row. Each endpoint
+// counts its runs, so a row can tell an execution from a replay: every
+// response body carries the run number.
+type App struct {
+	runs    atomic.Int64
+	release chan struct{} // closed to let /slow finish
+	once    sync.Once
+	started chan struct{} // receives once per /slow run, when it started
+}
+
+// NewApp returns an App whose /slow handlers wait until Release.
+func NewApp() *App {
+	return &App{release: make(chan struct{}), started: make(chan struct{}, 64)}
+}
+
+// Runs returns how many times any endpoint ran.
+func (a *App) Runs() int64 { return a.runs.Load() }
+
+// Release lets every /slow handler, running or to come, finish.
+func (a *App) Release() { a.once.Do(func() { close(a.release) }) }
+
+// Started waits until a /slow handler started, or fails after d.
+func (a *App) Started(d time.Duration) bool {
+	select {
+	case <-a.started:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+type payment struct {
+	Amount   json.Number `json:"amount"`
+	Currency string      `json:"currency"`
+}
+
+// ServeHTTP routes to the endpoints:
+//
+//	POST /pay, PATCH /pay  201, Location, ETag, Set-Cookie, X-Internal, JSON body
+//	GET  /pay              200 JSON
+//	POST /other            200 JSON (another route for mismatch rows)
+//	POST /status/{code}    that status, JSON body
+//	POST /panic            panics before writing; /panic?late=1 after writing
+//	POST /flush            writes, flushes, writes
+//	POST /big?size=n       n bytes; &cl=1 declares Content-Length first
+//	POST /slow             waits for Release (or the context), then as /pay
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := a.runs.Add(1)
+	path := r.URL.Path
+	switch {
+	case path == "/pay" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"get":%d}`, n))
+	case path == "/pay":
+		a.pay(w, r, n)
+	case path == "/other":
+		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"route":"other","run":%d}`, n))
+	case strings.HasPrefix(path, "/status/"):
+		code, _ := strconv.Atoi(strings.TrimPrefix(path, "/status/"))
+		writeJSON(w, code, fmt.Sprintf(`{"status":%d,"run":%d}`, code, n))
+	case path == "/panic":
+		if r.URL.Query().Get("late") != "" {
+			writeJSON(w, http.StatusOK, `{"partial":`)
+			http.NewResponseController(w).Flush()
+		}
+		panic("behaviour: handler panic")
+	case path == "/flush":
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "part1;")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(w, "part2;run=%d", n)
+	case path == "/big":
+		size, _ := strconv.Atoi(r.URL.Query().Get("size"))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if r.URL.Query().Get("cl") != "" {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+		}
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(strings.Repeat("x", size)))
+	case path == "/slow":
+		a.started <- struct{}{}
+		select {
+		case <-a.release:
+		case <-r.Context().Done():
+			writeJSON(w, http.StatusServiceUnavailable, `{"cancelled":true}`)
+			return
+		}
+		a.pay(w, r, n)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (a *App) pay(w http.ResponseWriter, r *http.Request, n int64) {
+	var p payment
+	body, err := io.ReadAll(r.Body)
+	if err == nil && len(body) > 0 {
+		err = json.Unmarshal(body, &p)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, `{"error":"bad payment"}`)
+		return
+	}
+	h := w.Header()
+	h.Set("Location", fmt.Sprintf("/payments/%d", n))
+	h.Set("ETag", fmt.Sprintf(`"%d"`, n))
+	h.Set("Link", `</payments>; rel="collection"`)
+	h.Add("Set-Cookie", fmt.Sprintf("session=s%d", n))
+	h.Set("X-Internal", "secret")
+	tenant, _ := json.Marshal(r.Header.Get("X-Tenant"))
+	writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"run":%d,"tenant":%s,"amount":%q,"currency":%q}`, n, tenant, p.Amount, p.Currency))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+}
