@@ -1,0 +1,22 @@
+package idemecho_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/middleware/idemecho"
+	"github.com/idemkit/idem/middleware/internal/behaviour"
+	"github.com/idemkit/idem/tiered"
+)
+
+func TestBehaviour(t *testing.T) {
+	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+		e := echo.New()
+		e.Use(idemecho.Middleware(store, opts...))
+		e.Any("/*", echo.WrapHandler(h))
+		return e
+	})
+}
