@@ -86,7 +86,7 @@ func TestNativeHandlers(t *testing.T) {
 		{"/json", http.StatusCreated, `{"ctx":"from outer","run":1}` + "\n", 1},
 		{"/no-content", http.StatusNoContent, "", 2},
 		{"/not-found", http.StatusNotFound, `{"message":"no such payment"}` + "\n", 3}, // a 4xx is kept
-		{"/fails", http.StatusInternalServerError, `{"message":"down"}` + "\n", 5},    // released: runs again
+		{"/fails", http.StatusInternalServerError, `{"message":"down"}` + "\n", 5},     // released: runs again
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			outer = outer[:0]

@@ -1,0 +1,51 @@
+package idemecho_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/middleware/idemecho"
+	"github.com/idemkit/idem/tiered"
+)
+
+// A retry with the same key gets the first response; the handler runs once.
+// A returned error is the response too: a 5xx releases the key.
+func ExampleMiddleware() {
+	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+
+	runs := 0
+	e := echo.New()
+	e.Use(idemecho.Middleware(store))
+	e.POST("/payments", func(c echo.Context) error {
+		runs++
+		if runs == 1 {
+			return echo.NewHTTPError(http.StatusServiceUnavailable, "bank offline")
+		}
+		c.Response().Header().Set("Location", "/payments/1")
+		return c.JSON(http.StatusCreated, map[string]int{"id": 1, "run": runs})
+	})
+
+	for range 3 {
+		req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "order-7")
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		fmt.Print(rec.Code, " ", rec.Body.String())
+	}
+	fmt.Println("handler runs:", runs)
+	// Output:
+	// 503 {"message":"bank offline"}
+	// 201 {"id":1,"run":2}
+	// 201 {"id":1,"run":2}
+	// handler runs: 2
+}
