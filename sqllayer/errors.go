@@ -29,7 +29,8 @@ const (
 	kindOther       kind = iota
 	kindUnique           // a unique or primary key violation
 	kindConflict         // deadlock or serialization failure: run again
-	kindUnavailable      // the server cannot be reached or did not answer in time
+	kindUnavailable      // the server did not answer in time or refused the work
+	kindBroken           // the connection broke or could not be made: unavailable, but a new connection may work
 	kindTooLarge         // a value or packet over the server's limit
 )
 
@@ -72,12 +73,14 @@ func classify(err error, sqlite bool) kind {
 	switch {
 	case errors.Is(err, mysql.ErrPktTooLarge):
 		return kindTooLarge
-	case errors.As(err, &connect), errors.As(err, &netErr), pgconn.Timeout(err),
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err),
+		errors.As(err, &netErr) && netErr.Timeout():
+		return kindUnavailable
+	case errors.As(err, &connect), errors.As(err, &netErr),
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
 		errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, pgconn.ErrConnClosed),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
-		errors.Is(err, context.DeadlineExceeded):
-		return kindUnavailable
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return kindBroken
 	}
 	return kindOther
 }
@@ -88,8 +91,9 @@ func pgKind(code string) kind {
 		return kindUnique
 	case "40001", "40P01": // serialization_failure, deadlock_detected
 		return kindConflict
-	case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
-		"57014", // query_canceled (statement_timeout, or a cancel on deadline)
+	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+		return kindBroken
+	case "57014", // query_canceled (statement_timeout, or a cancel on deadline)
 		"55P03", // lock_not_available (lock_timeout)
 		"40003", // statement_completion_unknown
 		"25006": // read_only_sql_transaction (a standby after failover)
@@ -99,7 +103,9 @@ func pgKind(code string) kind {
 	}
 	if len(code) == 5 {
 		switch code[:2] {
-		case "08", "53", "58": // connection exception, insufficient resources, system error
+		case "08": // connection exception
+			return kindBroken
+		case "53", "58": // insufficient resources, system error
 			return kindUnavailable
 		}
 	}
@@ -112,12 +118,13 @@ func mysqlKind(n uint16) kind {
 		return kindUnique
 	case 1213: // ER_LOCK_DEADLOCK
 		return kindConflict
+	case 1053, // ER_SERVER_SHUTDOWN
+		1927: // ER_CONNECTION_KILLED (MariaDB)
+		return kindBroken
 	case 1205, // ER_LOCK_WAIT_TIMEOUT
 		1040, // ER_CON_COUNT_ERROR
-		1053, // ER_SERVER_SHUTDOWN
 		1290, // ER_OPTION_PREVENTS_STATEMENT (read_only after failover)
 		1317, // ER_QUERY_INTERRUPTED
-		1927, // ER_CONNECTION_KILLED (MariaDB)
 		1969, // ER_STATEMENT_TIMEOUT (MariaDB)
 		3024: // ER_QUERY_TIMEOUT (MySQL)
 		return kindUnavailable
@@ -136,7 +143,7 @@ func sqliteKind(code int) kind {
 		}
 	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
 		return kindConflict
-	case 10, 13, 14: // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN
+	case 10, 13, 14: // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN: a local disk, no new connection helps
 		return kindUnavailable
 	case 18: // SQLITE_TOOBIG
 		return kindTooLarge
@@ -154,7 +161,7 @@ func (l *Layer) wrap(op string, err error) error {
 		return err
 	}
 	switch classify(err, l.sqlite) {
-	case kindUnavailable:
+	case kindUnavailable, kindBroken:
 		return fmt.Errorf("%w: sqllayer: %s: %w", idem.ErrUnavailable, op, err)
 	case kindConflict:
 		return fmt.Errorf("%w: %s: %w", ErrConflict, op, err)

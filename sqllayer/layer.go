@@ -191,12 +191,20 @@ func (l *Layer) text(s string) any {
 func (l *Layer) id(s string) any { return l.text(s) }
 
 // retry runs fn, and runs it again, up to the layer's retry count, while it
-// fails with a deadlock or a serialization conflict. Only statements that
-// are whole transactions (the layer's own, in autocommit) are retried.
+// fails with a deadlock or a serialization conflict, or on a connection that
+// broke (the pool then dials a new one). Only the layer's own statements,
+// each a whole transaction, are retried, and each is safe to run again after
+// an answer was lost: a claim that committed unseen reads as in progress
+// until its lease lapses; a completion, release or renewal that committed
+// unseen is recognised by its token.
 func (l *Layer) retry(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
-		if err = fn(); err == nil || attempt >= l.retries || !l.conflict(err) {
+		err = fn()
+		if err == nil || attempt >= l.retries || ctx.Err() != nil {
+			return err
+		}
+		if !l.conflict(err) && classify(err, l.sqlite) != kindBroken {
 			return err
 		}
 		if perr := pause(ctx, attempt+1); perr != nil {
