@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// replayMarker is the header the demo's middleware sets on replays.
+const replayMarker = "Idempotent-Replayed"
+
+// response is what a client saw.
+type response struct {
+	status   int
+	body     string
+	location string
+	replayed bool // the response carries the replay marker
+	err      error
+}
+
+// same reports whether two responses are identical to a client.
+func (r response) same(o response) bool {
+	return r.err == nil && o.err == nil && r.status == o.status && r.body == o.body && r.location == o.location
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// post sends one charge request.
+func post(ctx context.Context, url, merchant, key, body string) response {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/charges", bytes.NewBufferString(body))
+	if err != nil {
+		return response{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Merchant", merchant)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return response{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, body: string(b), location: resp.Header.Get("Location"),
+		replayed: resp.Header.Get(replayMarker) == "true", err: err}
+}
+
+// postAndVanish sends a charge request over a raw connection and hangs up
+// as soon as the first byte of the answer arrives: the server did the work,
+// the client never learns the outcome.
+func postAndVanish(url, merchant, key, body string) error {
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	req := fmt.Sprintf("POST /charges HTTP/1.1\r\nHost: demo\r\nContent-Type: application/json\r\n"+
+		"X-Merchant: %s\r\nIdempotency-Key: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		merchant, key, len(body), body)
+	if _, err := io.WriteString(c, req); err != nil {
+		return err
+	}
+	one := make([]byte, 1)
+	_, err = io.ReadFull(c, one)
+	return err
+}
+
+func chargeBody(amount int64, customer, ts, trace string) string {
+	return fmt.Sprintf(`{"amount":%d,"currency":"EUR","customer":%q,"timestamp":%q,"trace_id":%q}`, amount, customer, ts, trace)
+}
