@@ -48,6 +48,5 @@ func putWork(w *work) {
 	if cap(w.pairs) > maxPooledTokens {
 		w.pairs = nil
 	}
-	clear(w.pairs[:cap(w.pairs)])
 	workPool.Put(w)
 }
