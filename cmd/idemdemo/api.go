@@ -156,7 +156,11 @@ func (in *instance) charge(providerDelay time.Duration) http.HandlerFunc {
 		}
 		// The provider gets an idempotency key derived from ours, and its
 		// payment ID follows from it.
+		// Without a key the provider sees a new payment every time.
 		key := merchant(r) + "/" + r.Header.Get("Idempotency-Key")
+		if r.Header.Get("Idempotency-Key") == "" {
+			key = randomRun() + randomRun()
+		}
 		sum := sha256.Sum256([]byte(key))
 		select {
 		case <-time.After(providerDelay):
