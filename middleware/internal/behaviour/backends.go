@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/stacktest"
 	"github.com/idemkit/idem/memlayer"
 )
 
@@ -16,10 +17,13 @@ type Backend struct {
 	Open func(t testing.TB) (redis, sql idem.Layer)
 }
 
-// Backends returns the backends to run on: the memory layers always, then
-// the embedded pair and the real servers once their layers exist.
+// Backends returns the backends to run on: the memory layers, the embedded
+// pair (miniredis and a SQLite file), and the real Redis and Postgres (the
+// embedded pair again when they are absent, a failure under
+// IDEM_REQUIRE_SERVICES=1).
 func Backends(t testing.TB) []Backend {
-	return []Backend{Memory(t)}
+	t.Helper()
+	return []Backend{Memory(t), Stack(stacktest.Embedded(t)), Stack(stacktest.Real(t))}
 }
 
 // Memory is a pair of memlayers shared by every instance.
@@ -28,5 +32,14 @@ func Memory(testing.TB) Backend {
 	return Backend{
 		Name: "memory",
 		Open: func(testing.TB) (idem.Layer, idem.Layer) { return redis, sql },
+	}
+}
+
+// Stack is a Redis and a database shared by every instance, each instance
+// with a client and a pool of its own. Its name says which servers they are.
+func Stack(st *stacktest.Stack) Backend {
+	return Backend{
+		Name: st.Redis.Kind() + "+" + st.SQL.Kind,
+		Open: func(t testing.TB) (idem.Layer, idem.Layer) { return st.RedisLayer(t), st.SQLLayer(t) },
 	}
 }
