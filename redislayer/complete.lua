@@ -1,18 +1,15 @@
 -- Token compare-and-set completion.
--- KEYS[1] record hash, KEYS[2] lease key.
--- ARGV[1] owner token, ARGV[2] result, ARGV[3] retention in ms (>= 1).
--- Reply: 1 completed now or already completed by this token (a re-send),
+-- KEYS[1] record. ARGV[1] owner token, ARGV[2] result, ARGV[3] expiry (15
+-- digits, Unix ms), ARGV[4] retention in ms (>= 1).
+-- Reply: 1 completed now, or already completed by this token (a re-send);
 --        0 the token does not own the record (lease lost).
-local v = redis.call('HMGET', KEYS[1], 's', 't')
-if v[2] ~= ARGV[1] then return 0 end
-if v[1] == '2' then return 1 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[3])
--- The token stays in the hash (never returned to readers) so that a re-sent
--- Complete is recognised; field l is meaningless once s is 2.
-redis.call('HSET', KEYS[1], 's', '2', 'r', ARGV[2], 'e', now + ttl)
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('DEL', KEYS[2])
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 2, 23) ~= ARGV[1] then return 0 end
+if string.byte(v, 1) == 50 then return 1 end -- '2': done by this token
+-- The token stays in the record (never shown to readers) so that a re-sent
+-- Complete is recognised. Lease mark and lease end become 0.
+redis.call('SET', KEYS[1],
+  '2' .. ARGV[1] .. '000000000000000000000000000000' .. ARGV[3] .. string.sub(v, 69) .. ARGV[2],
+  'PX', ARGV[4])
 redis.call('PUBLISH', KEYS[1] .. ':done', '2')
 return 1

@@ -6,62 +6,76 @@
 //
 // # Storage shape
 //
-// One idempotency key is one key family sharing the hash tag of its digest,
-// so that it lives in one Cluster slot (and one Ring shard) and one script
-// may touch all of it:
+// One idempotency key is one Redis string, and one pub/sub channel, both
+// carrying the key digest as a hash tag, so that they live in one Cluster
+// slot (and one Ring shard):
 //
-//	prefix{<key hex>}        hash: the record (TTL: retention, or the lease if longer)
-//	prefix{<key hex>}:lease  string: the owner token (TTL: the lease)
-//	prefix{<key hex>}:done   pub/sub channel of completions, releases and fills
+//	prefix{<key hex>}        the record (TTL: retention, or the lease if longer)
+//	prefix{<key hex>}:done   channel of completions, releases and fills
 //
-// The prefix is "idem:" unless WithPrefix says otherwise. The record hash has
-// the fields f (fingerprint), s (state: 1 in progress, 2 completed), t (owner
-// token), r (result, completed only), l and e (lease end and expiry in Unix
-// milliseconds by the server's clock, as reported in idem.Record; l means
-// nothing once s is 2). A hash keeps each field addressable, so the scripts
-// read the few bytes they decide on and a claim never reads the result back.
-// The owner token stays in a completed record so that a re-sent Complete is
-// recognised; it is never returned to readers.
+// The prefix is "idem:" unless WithPrefix says otherwise. The value is a
+// fixed 73-byte header (state, owner token, lease mark, lease end, expiry,
+// fingerprint length; numbers in zero-padded decimal) followed by the
+// fingerprint and, once completed, the result (see value.go). One value,
+// rather than a hash, lets Reserve claim or read with a single plain SET;
+// a fixed header, rather than idem.MarshalRecord's varint layout, lets the
+// scripts read the state and token with string.sub and GETRANGE without
+// touching the result. The owner token stays in a completed record so that
+// a re-sent Complete is recognised; it is never returned to readers.
 //
-// Every key has a TTL: the record expires after max(ttl, lease) and is
-// re-armed to ttl by Complete; the lease key expires after the lease and is
-// renewed by Renew. Expiry is Redis's: a lease is live exactly while its
-// lease key exists, so miniredis's FastForward moves it too. Durations are
-// rounded up to whole milliseconds, never down to 0: PEXPIRE 0 deletes a key
-// at once (the trap of a sub-millisecond TTL given to redislock).
+// Every key has a TTL, and Redis's TTL is the only clock that decides: a
+// claim stores the record for T = max(ttl, lease) with a lease mark of
+// T - lease, and its lease has lapsed once the key's PTTL has run down to
+// the mark. Renew moves the mark (raising the TTL if needed); Complete
+// re-arms the TTL to ttl. So leases and retention follow Redis's expiry,
+// and miniredis's FastForward moves both. The lease end and expiry in the
+// header are for readers (idem.Record.LeaseUntil and ExpiresAt), taken from
+// the writer's clock. Durations are rounded up to whole milliseconds,
+// never down to 0: PEXPIRE 0 deletes a key at once (the trap of a
+// sub-millisecond TTL given to redislock).
 //
-// # Scripts, and why not redislock
+// # Commands, scripts, and why not redislock
 //
-// Each operation is one Lua script (files *.lua, embedded), run with
+// Reserve is SET key claim NX PX T GET: one round trip and no script. It
+// stores the claim (an in-progress record with a token minted in Go by
+// idem.NewToken, never derived from the key) if nothing is there, and
+// returns what is there otherwise, writing nothing: a completed record is a
+// replay, an in-progress record with another fingerprint is answered as it
+// is (never taken over). Only an in-progress record with the same
+// fingerprint needs reserve.lua, a second round trip that takes it over
+// atomically if its lease has lapsed. reserve.lua alone does the whole
+// claim-or-read on Redis before 7.0, which refuses NX with GET. A plain
+// command, not a script, serves the hot path because a script costs Redis
+// several times a GET of the same value (measured here: about 3-4 µs of
+// server time for an empty script, and more per call inside it), which
+// would cost duplicates a fifth or more of their throughput.
+//
+// The other operations are Lua scripts (files *.lua, embedded), run with
 // Script.Run: EVALSHA, and EVAL when the server lacks it.
 //
-//   - reserve.lua claims or reads in one round trip: it returns the completed
-//     record (replay), the in-progress owner (wait; no token), or stores a
-//     new claim (or a takeover of a lapsed lease with the same fingerprint)
-//     with the token minted in Go by idem.NewToken. A duplicate writes
-//     nothing and is sent no fingerprint when it matches its own.
 //   - complete.lua, release.lua and renew.lua are compare-and-set on the
 //     token; complete.lua and release.lua publish on the key's channel.
 //   - fill.lua stores a completed record decided by SQL over an in-progress
 //     one, leaves a completed one alone, and publishes.
-//   - get.lua reads the record and the lease's remaining time.
+//   - get.lua reads the record and its PTTL, from which a waiter learns
+//     when the lease lapses.
 //
-// go-redis re-sends a command after some network errors, so each script is
+// go-redis re-sends a command after some network errors, so each one is
 // safe to run twice with the same arguments: a re-sent claim finds its own
 // token and stays claimed, a re-sent Complete finds the record completed by
 // its token and returns success, a re-sent Release finds nothing to release.
 //
-// bsm/redislock is not used, although the lease key has its shape (a
-// random token under SET NX PX). Its API cannot express what this layer
-// needs: Obtain takes one key and cannot read the record and claim in the
-// same round trip; a Lock can be refreshed or released only through the
-// *Lock value that Obtain returned in the same process, while idem's Renew,
-// Complete and Release arrive with a bare token, possibly on another
-// instance; and its scripts compare only the lock key, where a completion
-// must change the record and the lease together. Its obtain script also lets
-// the same token re-obtain a held lock: this layer borrows that rule for
-// re-sent claims, which is safe only because every claim mints a random
-// token.
+// bsm/redislock is not used, although a claim has its shape (a random token
+// stored with NX and PX). Its API cannot express what this layer needs:
+// Obtain cannot return what holds the key in the same round trip (it
+// answers ErrNotObtained, and a duplicate would need a second call to read
+// the record); a Lock can be refreshed or released only through the *Lock
+// that Obtain returned in the same process, while idem's Renew, Complete and
+// Release arrive with a bare token, possibly on another instance; and its
+// scripts compare the whole value, where the record keeps fingerprint and
+// result beside the token. Its obtain script also lets the same token
+// re-obtain a held lock: this layer borrows that rule for re-sent claims,
+// which is safe only because every claim mints a random token.
 //
 // # Wait
 //
@@ -81,7 +95,7 @@
 // # Timeouts and errors
 //
 // Every call is bounded by WithTimeout (default 250 ms) through a context
-// deadline; a dead, paused or unreachable Redis gives idem.ErrUnavailable,
+// deadline (a caller's earlier deadline is kept); a dead, paused or unreachable Redis gives idem.ErrUnavailable,
 // wrapping the driver's error, within that time, provided the client honours
 // context deadlines (ContextTimeoutEnabled: true in its options). The
 // caller's own cancellation or deadline is returned as the caller's
@@ -91,11 +105,12 @@
 //
 // # Cluster notes
 //
-// All keys of one idempotency key share a slot, so every script runs on one
-// node, and the key family moves with its slot when the cluster reshards.
-// The scripts call TIME and then write, which Redis allows since 5.0 (script
-// effects replication); nothing here needs Redis 7. Completion messages
-// cross the cluster bus to the node the layer's subscription sits on.
+// Each command and script touches the one key of one idempotency key, so it
+// runs on the node that owns the key's slot, and the channel name shares the
+// hash tag. The scripts read no clock and are deterministic. SET with NX and
+// GET needs Redis 7.0; older servers get reserve.lua instead. Completion
+// messages cross the cluster bus to the node the layer's subscription sits
+// on.
 //
 // # What Redis cannot promise
 //

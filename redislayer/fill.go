@@ -13,11 +13,11 @@ import (
 // in-progress record under rec.Key whatever its token, and wakes the key's
 // waiters. An existing completed record is left as it is and Fill returns
 // nil. rec.LeaseUntil and rec.ExpiresAt are ignored: the record expires ttl
-// from now by Redis's clock.
+// from now.
 //
-// When rec.Token is set it is remembered (never shown to readers), so that
-// the owner holding that token gets nil from a later Complete, as for a
-// re-send; with rec.Token "" every Complete on the filled record gives
+// When rec.Token is an idem token it is remembered (never shown to
+// readers), so that the owner holding it gets nil from a later Complete, as
+// for a re-send; otherwise every Complete on the filled record gives
 // idem.ErrLeaseLost.
 func (l *Layer) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) error {
 	if rec.Key.IsZero() {
@@ -26,14 +26,19 @@ func (l *Layer) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) er
 	if rec.State != idem.StateCompleted {
 		return fmt.Errorf("redislayer: fill: record is %v, want completed", rec.State)
 	}
+	if len(rec.Fingerprint) > MaxFingerprint {
+		return fmt.Errorf("redislayer: fill: fingerprint of %d bytes, limit %d", len(rec.Fingerprint), MaxFingerprint)
+	}
 	if err := l.checkResult(rec.Result, ttl); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ms := millis(ttl)
+	v := encode(stateCompleted, rec.Token, 0, 0, time.Now().UnixMilli()+ms, rec.Fingerprint, rec.Result)
 	c, cancel := l.bound(ctx)
-	err := fillScript.Run(c, l.client, l.names(rec.Key).keys(), rec.Fingerprint, rec.Result, millis(ttl), rec.Token).Err()
+	err := fillScript.Run(c, l.client, []string{l.name(rec.Key)}, v, ms).Err()
 	cancel()
 	if err != nil {
 		return l.fail(ctx, "fill", err)

@@ -6,37 +6,21 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Suffixes of the key family of one idempotency key. The record is
-// prefix{hex}; the scripts derive the channel from it the same way.
-const (
-	leaseSuffix = ":lease"
-	doneSuffix  = ":done"
-)
+// doneSuffix turns a record's name into its completion channel's; the
+// scripts derive the channel the same way (KEYS[1] .. ':done').
+const doneSuffix = ":done"
 
-// names are the Redis names of one idempotency key: the record hash and the
-// lease key. Both carry the key digest as a hash tag, so they share a Cluster
-// slot (and a Ring shard) and one script may touch both.
-type names struct {
-	record, lease string
-}
-
-// names builds both names with a single allocation: the record name is a
-// prefix of the lease name.
-func (l *Layer) names(key idem.Key) names {
+// name returns the Redis key of key's record: prefix{<digest hex>}. The hash
+// tag puts the record, and its channel, in one Cluster slot and Ring shard.
+func (l *Layer) name(key idem.Key) string {
 	d := key.Digest()
-	n := len(l.prefix) + 2 + 2*idem.KeySize + len(leaseSuffix)
-	b := make([]byte, 0, n)
-	b = append(b, l.prefix...)
+	var buf [128]byte // on the stack for prefixes up to 62 bytes
+	b := append(buf[:0], l.prefix...)
 	b = append(b, '{')
 	b = hex.AppendEncode(b, d[:])
 	b = append(b, '}')
-	b = append(b, leaseSuffix...)
-	s := string(b)
-	return names{record: s[:len(s)-len(leaseSuffix)], lease: s}
+	return string(b)
 }
-
-// keys returns the names as the KEYS list of a script.
-func (n names) keys() []string { return []string{n.record, n.lease} }
 
 // channel returns the completion channel of the record named record.
 func channel(record string) string { return record + doneSuffix }

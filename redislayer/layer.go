@@ -3,6 +3,7 @@ package redislayer
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,12 +17,14 @@ var (
 	_ idem.Filler = (*Layer)(nil)
 )
 
-// Client is what the layer needs of a go-redis client: scripts, and a
-// subscription for Wait. *redis.Client (also what redis.NewFailoverClient
+// Client is what the layer needs of a go-redis client: scripts, a command
+// (Reserve's SET NX PX GET), and a subscription for Wait. *redis.Client (also what redis.NewFailoverClient
 // returns for Sentinel), *redis.ClusterClient and *redis.Ring meet it, and so
 // does a test wrapper around any of them.
 type Client interface {
 	redis.Scripter
+	// Process runs one command.
+	Process(ctx context.Context, cmd redis.Cmder) error
 	// Subscribe opens a subscription (go-redis PubSub) to channels.
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
@@ -42,6 +45,10 @@ type Layer struct {
 	timeout   time.Duration
 	maxResult int
 	hub       *hub
+
+	// scriptOnly is set once the server refused SET with both NX and GET
+	// (Redis before 7.0): Reserve then runs reserve.lua alone.
+	scriptOnly atomic.Bool
 }
 
 // New returns a Layer over client. The client stays the caller's: Close does
@@ -77,8 +84,12 @@ func (l *Layer) Close() error {
 	return nil
 }
 
-// bound returns ctx limited by the layer's per-call timeout.
+// bound returns ctx limited by the layer's per-call timeout. A caller's
+// deadline that comes first is kept as it is, at no cost.
 func (l *Layer) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= l.timeout {
+		return ctx, func() {}
+	}
 	return context.WithTimeout(ctx, l.timeout)
 }
 

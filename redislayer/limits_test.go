@@ -2,6 +2,7 @@ package redislayer_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,23 +84,30 @@ func TestInvalidDurations(t *testing.T) {
 	}
 }
 
-// TestKeyShape pins the storage shape: prefix{hex} and prefix{hex}:lease,
-// both with TTLs.
+// TestKeyShape pins the storage shape: one string under prefix{hex}, with
+// a TTL, holding the state, the token and the fingerprint.
 func TestKeyShape(t *testing.T) {
 	l, m := miniLayer(t, redislayer.WithPrefix("shape:"))
 	k := idem.NewKey("limits", "shape")
-	if _, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour); err != nil {
+	rec, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour)
+	if err != nil {
 		t.Fatal(err)
 	}
-	rec, lease := "shape:{"+k.Hex()+"}", "shape:{"+k.Hex()+"}:lease"
-	if got := m.Keys(); len(got) != 2 || got[0] != rec || got[1] != lease {
-		t.Fatalf("keys = %q, want %q and %q", got, rec, lease)
+	name := "shape:{" + k.Hex() + "}"
+	if got := m.Keys(); len(got) != 1 || got[0] != name {
+		t.Fatalf("keys = %q, want %q", got, name)
 	}
-	if m.TTL(rec) != time.Hour || m.TTL(lease) != time.Minute {
-		t.Fatalf("TTLs: record %v lease %v, want 1h and 1m", m.TTL(rec), m.TTL(lease))
+	if m.TTL(name) != time.Hour {
+		t.Fatalf("TTL %v, want 1h", m.TTL(name))
 	}
-	if m.HGet(rec, "t") == "" || m.HGet(rec, "s") != "1" || m.HGet(rec, "f") != "fp" {
-		keys, _ := m.HKeys(rec)
-		t.Fatalf("record fields: %v", keys)
+	v, _ := m.Get(name)
+	if v[0] != '1' || v[1:23] != rec.Token || v[23:38] != "000000003540000" || v[68:] != "00002fp" {
+		t.Fatalf("stored %q", v)
+	}
+	if err := l.Complete(t.Context(), k, rec.Token, []byte("ok"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := m.Get(name); v[0] != '2' || v[23:53] != strings.Repeat("0", 30) || v[68:] != "00002fpok" || m.TTL(name) != time.Minute {
+		t.Fatalf("completed: stored %q, TTL %v", v, m.TTL(name))
 	}
 }

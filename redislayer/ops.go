@@ -10,11 +10,11 @@ import (
 
 // Complete implements idem.Layer with a token compare-and-set
 // (complete.lua): the record becomes completed with result, kept for ttl
-// (rounded up to whole milliseconds), its lease key is deleted and the key's
-// waiters are woken. The owner token stays in the record, never shown to
-// readers, so that Complete re-sent with the same token returns nil and
-// changes nothing. Another token, a missing record or a record taken over
-// gives idem.ErrLeaseLost; a result over the limit gives idem.ErrTooLarge.
+// (rounded up to whole milliseconds), and the key's waiters are woken. The
+// owner token stays in the record, never shown to readers, so that Complete
+// re-sent with the same token returns nil and changes nothing. Another
+// token, a missing record or a record taken over gives idem.ErrLeaseLost; a
+// result over the limit gives idem.ErrTooLarge.
 func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result []byte, ttl time.Duration) error {
 	if key.IsZero() {
 		return idem.ErrInvalidKey
@@ -22,51 +22,57 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 	if err := l.checkResult(result, ttl); err != nil {
 		return err
 	}
-	return l.cas(ctx, "complete", key, func(c context.Context, n names) (int64, error) {
-		return completeScript.Run(c, l.client, n.keys(), token, result, millis(ttl)).Int64()
+	ms := millis(ttl)
+	var expiry [numWidth]byte
+	putNum(expiry[:], time.Now().UnixMilli()+ms)
+	return l.cas(ctx, "complete", key, func(c context.Context, name string) (int64, error) {
+		return completeScript.Run(c, l.client, []string{name}, token, result, expiry[:], ms).Int64()
 	})
 }
 
 // Release implements idem.Layer with a token compare-and-set (release.lua):
-// the in-progress record owned by token and its lease are deleted and the
-// key's waiters are woken (their Wait returns idem.ErrNotFound). A missing
-// record is not an error; another token or a completed record gives
-// idem.ErrLeaseLost.
+// the in-progress record owned by token is deleted and the key's waiters
+// are woken (their Wait returns idem.ErrNotFound). A missing record is not
+// an error; another token or a completed record gives idem.ErrLeaseLost.
 func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 	if key.IsZero() {
 		return idem.ErrInvalidKey
 	}
-	return l.cas(ctx, "release", key, func(c context.Context, n names) (int64, error) {
-		return releaseScript.Run(c, l.client, n.keys(), token).Int64()
+	return l.cas(ctx, "release", key, func(c context.Context, name string) (int64, error) {
+		return releaseScript.Run(c, l.client, []string{name}, token).Int64()
 	})
 }
 
 // Renew implements idem.Layer with a token compare-and-set (renew.lua): the
-// lease key is set again to expire lease from now (rounded up to whole
-// milliseconds), and the record's expiry is pushed out if it would end
-// first. A renewal succeeds while the token still owns the in-progress
+// lease mark is moved so that the lease lapses lease from now (rounded up to
+// whole milliseconds), and the record's TTL is raised to lease if it would
+// end first. A renewal succeeds while the token still owns the in-progress
 // record, even if its lease lapsed and no one took it over yet. Another
 // token, a missing or completed record gives idem.ErrLeaseLost.
 func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease time.Duration) error {
 	if key.IsZero() {
 		return idem.ErrInvalidKey
 	}
-	if lease <= 0 {
-		return fmt.Errorf("redislayer: lease must be positive (%v)", lease)
+	if lease <= 0 || millis(lease) > maxMillis {
+		return fmt.Errorf("redislayer: lease must be positive and below 31,000 years (%v)", lease)
 	}
-	return l.cas(ctx, "renew", key, func(c context.Context, n names) (int64, error) {
-		return renewScript.Run(c, l.client, n.keys(), token, millis(lease)).Int64()
+	ms := millis(lease)
+	var until [numWidth]byte
+	putNum(until[:], time.Now().UnixMilli()+ms)
+	return l.cas(ctx, "renew", key, func(c context.Context, name string) (int64, error) {
+		// The new lease end doubles as the expiry when the record is extended.
+		return renewScript.Run(c, l.client, []string{name}, token, ms, until[:], until[:]).Int64()
 	})
 }
 
 // cas runs one compare-and-set script, whose reply is 1 (done) or 0 (the
 // token does not own the record).
-func (l *Layer) cas(ctx context.Context, op string, key idem.Key, run func(context.Context, names) (int64, error)) error {
+func (l *Layer) cas(ctx context.Context, op string, key idem.Key, run func(context.Context, string) (int64, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c, cancel := l.bound(ctx)
-	ok, err := run(c, l.names(key))
+	ok, err := run(c, l.name(key))
 	cancel()
 	switch {
 	case err != nil:
@@ -81,8 +87,8 @@ func (l *Layer) checkResult(result []byte, ttl time.Duration) error {
 	if l.maxResult > 0 && len(result) > l.maxResult {
 		return fmt.Errorf("%w: %d bytes, limit %d", idem.ErrTooLarge, len(result), l.maxResult)
 	}
-	if ttl <= 0 {
-		return fmt.Errorf("redislayer: ttl must be positive (%v)", ttl)
+	if ttl <= 0 || millis(ttl) > maxMillis {
+		return fmt.Errorf("redislayer: ttl must be positive and below 31,000 years (%v)", ttl)
 	}
 	return nil
 }
@@ -104,7 +110,7 @@ func (l *Layer) read(ctx context.Context, key idem.Key) (idem.Record, time.Durat
 		return idem.Record{}, 0, err
 	}
 	c, cancel := l.bound(ctx)
-	v, err := getScript.Run(c, l.client, l.names(key).keys()).Slice()
+	reply, err := getScript.Run(c, l.client, []string{l.name(key)}).Slice()
 	cancel()
 	if isNil(err) {
 		return idem.Record{}, 0, idem.ErrNotFound
@@ -112,35 +118,25 @@ func (l *Layer) read(ctx context.Context, key idem.Key) (idem.Record, time.Durat
 	if err != nil {
 		return idem.Record{}, 0, l.fail(ctx, "get", err)
 	}
-	rec, left, ok := parseGet(v, key)
+	var v string
+	var pttl int64
+	ok := len(reply) == 2
+	if ok {
+		v, ok = reply[0].(string)
+	}
+	if ok {
+		pttl, ok = reply[1].(int64)
+	}
 	if !ok {
-		return idem.Record{}, 0, errReply("get", v)
+		return idem.Record{}, 0, errReply("get", reply)
 	}
-	return rec, left, nil
-}
-
-// parseGet decodes a reply of get.lua.
-func parseGet(v []any, key idem.Key) (rec idem.Record, left time.Duration, ok bool) {
-	if len(v) != 5 {
-		return rec, 0, false
+	s, err := decode(v)
+	if err != nil {
+		return idem.Record{}, 0, err
 	}
-	code, ok1 := replyInt(v[0])
-	fp, ok2 := replyString(v[1])
-	lu, ok3 := replyInt(v[2])
-	ex, ok4 := replyInt(v[3])
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return rec, 0, false
+	var left time.Duration
+	if s.state == stateInProgress {
+		left = time.Duration(max(pttl-s.mark, 0)) * time.Millisecond
 	}
-	rec = idem.Record{Key: key, Fingerprint: fp, ExpiresAt: fromMillis(ex)}
-	switch code {
-	case 1:
-		pttl, ok := replyInt(v[4])
-		rec.State, rec.LeaseUntil = idem.StateInProgress, fromMillis(lu)
-		return rec, time.Duration(max(pttl, 0)) * time.Millisecond, ok
-	case 2:
-		res, ok := replyBytes(v[4])
-		rec.State, rec.Result = idem.StateCompleted, res
-		return rec, 0, ok
-	}
-	return rec, 0, false
+	return s.record(key, s.fp), left, nil
 }

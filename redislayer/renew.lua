@@ -1,17 +1,19 @@
 -- Token compare-and-set lease renewal.
--- KEYS[1] record hash, KEYS[2] lease key. ARGV[1] owner token, ARGV[2] lease in ms (>= 1).
+-- KEYS[1] record. ARGV[1] owner token, ARGV[2] lease in ms (>= 1),
+-- ARGV[3] new lease end and ARGV[4] expiry if the record must be extended
+-- (15 digits, Unix ms, for readers).
 -- Reply: 1 renewed, 0 lease lost.
-local v = redis.call('HMGET', KEYS[1], 's', 't')
-if v[1] ~= '1' or v[2] ~= ARGV[1] then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local v = redis.call('GET', KEYS[1])
+if not v or string.byte(v, 1) ~= 49 or string.sub(v, 2, 23) ~= ARGV[1] then return 0 end
 local lease = tonumber(ARGV[2])
-redis.call('SET', KEYS[2], ARGV[1], 'PX', lease)
-if redis.call('PTTL', KEYS[1]) < lease then
-  -- The record never ends before its lease.
-  redis.call('PEXPIRE', KEYS[1], lease)
-  redis.call('HSET', KEYS[1], 'l', now + lease, 'e', now + lease)
-else
-  redis.call('HSET', KEYS[1], 'l', now + lease)
+local t = redis.call('PTTL', KEYS[1])
+local expiry = string.sub(v, 54, 68)
+if t < lease then -- the record never ends before its lease
+  t = lease
+  expiry = ARGV[4]
 end
+local mark = tostring(t - lease)
+redis.call('SET', KEYS[1],
+  string.sub(v, 1, 23) .. string.rep('0', 15 - #mark) .. mark .. ARGV[3] .. expiry .. string.sub(v, 69),
+  'PX', t)
 return 1

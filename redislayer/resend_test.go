@@ -23,6 +23,11 @@ func (c twice) EvalSha(ctx context.Context, sha string, keys []string, args ...a
 	return c.Client.EvalSha(ctx, sha, keys, args...)
 }
 
+func (c twice) Process(ctx context.Context, cmd redis.Cmder) error {
+	_ = c.Client.Process(ctx, cmd)
+	return c.Client.Process(ctx, cmd)
+}
+
 func (c twice) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
 	_ = c.Client.Eval(ctx, script, keys, args...)
 	return c.Client.Eval(ctx, script, keys, args...)

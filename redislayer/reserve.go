@@ -5,86 +5,86 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkit/idem"
 )
 
-// Reserve implements idem.Layer in one round trip (reserve.lua): it returns
-// the completed record (replay), the in-progress record of another owner
-// (wait; no token), or a new claim. The token is minted here with
-// idem.NewToken and sent to the script, never derived from the key; a claim
-// re-sent by go-redis after a lost reply is recognised by its token and
-// stays this caller's claim.
+// Reserve implements idem.Layer. It is one round trip in the common cases:
+// SET NX PX GET stores the claim (an in-progress record with a token minted
+// here by idem.NewToken, never derived from the key) unless a record is
+// there, and returns that record otherwise. A completed record is a replay;
+// an in-progress record with another fingerprint is returned as it is (it is
+// never taken over). Only an in-progress record with the same fingerprint
+// costs a second round trip, reserve.lua, which takes it over with the new
+// token if its lease has lapsed, atomically. A claim re-sent by go-redis
+// after a lost reply finds its own token and stays this caller's claim.
 //
-// The record expires after max(ttl, lease) and the lease key after lease,
-// both by Redis TTLs (rounded up to whole milliseconds). A same-fingerprint
-// claim whose lease key has expired is taken over with a new token; a record
-// with another fingerprint is never taken over. lease and ttl must be
-// positive. A duplicate costs one read and no write.
+// The record lives for max(ttl, lease) and its lease lapses when Redis has
+// counted lease off that TTL (durations are rounded up to whole
+// milliseconds). lease and ttl must be positive, the fingerprint at most
+// MaxFingerprint bytes. A duplicate costs one read and no write.
+//
+// Redis before 7.0 refuses NX with GET; the layer then uses reserve.lua for
+// every Reserve, still one round trip.
 func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, lease, ttl time.Duration) (idem.Record, bool, error) {
 	if key.IsZero() {
 		return idem.Record{}, false, idem.ErrInvalidKey
 	}
-	if lease <= 0 || ttl <= 0 {
-		return idem.Record{}, false, fmt.Errorf("redislayer: lease and ttl must be positive (lease %v, ttl %v)", lease, ttl)
+	if lease <= 0 || ttl <= 0 || millis(lease) > maxMillis || millis(ttl) > maxMillis {
+		return idem.Record{}, false, fmt.Errorf("redislayer: lease and ttl must be positive and below 31,000 years (lease %v, ttl %v)", lease, ttl)
+	}
+	if len(fingerprint) > MaxFingerprint {
+		return idem.Record{}, false, fmt.Errorf("redislayer: fingerprint of %d bytes, limit %d", len(fingerprint), MaxFingerprint)
 	}
 	if err := ctx.Err(); err != nil {
 		return idem.Record{}, false, err
 	}
-	n := l.names(key)
+	name := l.name(key)
 	token := idem.NewToken()
+	leaseMs, ttlMs := millis(lease), max(millis(ttl), millis(lease))
+	now := time.Now().UnixMilli()
+	claim := encode(stateInProgress, token, ttlMs-leaseMs, now+leaseMs, now+ttlMs, fingerprint, nil)
+
 	c, cancel := l.bound(ctx)
-	v, err := reserveScript.Run(c, l.client, n.keys(), fingerprint, token, millis(lease), millis(ttl)).Slice()
-	cancel()
+	defer cancel()
+	var v string
+	var err error
+	if !l.scriptOnly.Load() {
+		cmd := redis.NewStringCmd(c, "set", name, claim, "px", ttlMs, "nx", "get")
+		_ = l.client.Process(c, cmd)
+		v, err = cmd.Result()
+		if err != nil && redis.HasErrorPrefix(err, "ERR syntax error") {
+			l.scriptOnly.Store(true) // Redis < 7.0: no NX with GET
+		}
+	}
+	if l.scriptOnly.Load() || (err == nil && sameOwnerCandidate(v, fingerprint, token)) {
+		v, err = reserveScript.Run(c, l.client, []string{name}, claim, ttlMs).Text()
+	}
+	if isNil(err) {
+		return idem.Record{Key: key, Fingerprint: fingerprint, State: idem.StateInProgress, Token: token,
+			LeaseUntil: fromMillis(now + leaseMs), ExpiresAt: fromMillis(now + ttlMs)}, true, nil
+	}
 	if err != nil {
 		return idem.Record{}, false, l.fail(ctx, "reserve", err)
 	}
-	rec, claimed, ok := parseReserve(v, key, fingerprint)
-	if !ok {
-		return idem.Record{}, false, errReply("reserve", v)
+	s, err := decode(v)
+	if err != nil {
+		return idem.Record{}, false, err
 	}
-	if claimed {
+	if s.state == stateInProgress && s.token == token {
+		// SET NX GET re-sent by go-redis after it had stored our claim.
+		rec := s.record(key, fingerprint)
 		rec.Token = token
+		return rec, true, nil
 	}
-	return rec, claimed, nil
+	return s.record(key, fingerprint), false, nil
 }
 
-// parseReserve decodes a reply of reserve.lua.
-func parseReserve(v []any, key idem.Key, fingerprint string) (rec idem.Record, claimed, ok bool) {
-	if len(v) < 3 {
-		return rec, false, false
-	}
-	code, ok := replyInt(v[0])
-	if !ok {
-		return rec, false, false
-	}
-	rec.Key = key
-	rec.Fingerprint = fingerprint
-	if code == 0 {
-		lu, ok1 := replyInt(v[1])
-		ex, ok2 := replyInt(v[2])
-		rec.State = idem.StateInProgress
-		rec.LeaseUntil, rec.ExpiresAt = fromMillis(lu), fromMillis(ex)
-		return rec, true, ok1 && ok2
-	}
-	if len(v) < 4 {
-		return rec, false, false
-	}
-	if fp, ok := replyString(v[1]); ok {
-		rec.Fingerprint = fp
-	}
-	switch code {
-	case 1:
-		lu, ok1 := replyInt(v[2])
-		ex, ok2 := replyInt(v[3])
-		rec.State = idem.StateInProgress
-		rec.LeaseUntil, rec.ExpiresAt = fromMillis(lu), fromMillis(ex)
-		return rec, false, ok1 && ok2
-	case 2:
-		ex, ok1 := replyInt(v[2])
-		res, ok2 := replyBytes(v[3])
-		rec.State = idem.StateCompleted
-		rec.ExpiresAt, rec.Result = fromMillis(ex), res
-		return rec, false, ok1 && ok2
-	}
-	return rec, false, false
+// sameOwnerCandidate reports whether the record v that SET NX GET found may
+// be taken over by a claim for fingerprint: in progress, same fingerprint,
+// another token. Only reserve.lua can tell whether its lease has lapsed.
+func sameOwnerCandidate(v, fingerprint, token string) bool {
+	s, err := decode(v)
+	return err == nil && s.state == stateInProgress && s.fp == fingerprint && s.token != token
 }

@@ -42,7 +42,7 @@ func (l *Layer) Wait(ctx context.Context, key idem.Key) (idem.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return idem.Record{}, err
 	}
-	ch := channel(l.names(key).record)
+	ch := channel(l.name(key))
 	c, cancel := l.bound(ctx)
 	w, err := l.hub.acquire(c, ch)
 	cancel()

@@ -1,0 +1,134 @@
+package redislayer
+
+import (
+	"fmt"
+
+	"github.com/idemkit/idem"
+)
+
+// A record is stored as one string: a fixed header that the Lua scripts read
+// with string.sub at known offsets, then the fingerprint and the result.
+//
+//	offset  size  field
+//	0       1     state: '1' in progress, '2' completed
+//	1       22    owner token (idem.TokenSize); '.' × 22 when none
+//	23      15    lease mark: the record's PTTL (ms) at or below which the
+//	              lease has lapsed; 0 once completed
+//	38      15    lease end, Unix ms (0 once completed)
+//	53      15    expiry, Unix ms
+//	68      5     fingerprint length
+//	73      n     fingerprint
+//	73+n    ...   result (completed only)
+//
+// Numbers are zero-padded decimal, so that Lua reads them with tonumber and
+// Go without allocating. The lease mark makes the lease a matter of the key's
+// TTL alone: a claim stores the record for T = max(ttl, lease) with mark
+// T - lease, so the lease lapses exactly when Redis has counted lease off the
+// TTL, with no clock but Redis's expiry (and miniredis's FastForward moves
+// it too). The two times are for readers only, from the writer's clock.
+const (
+	offToken  = 1
+	offMark   = offToken + idem.TokenSize
+	offLease  = offMark + numWidth
+	offExpiry = offLease + numWidth
+	offFPLen  = offExpiry + numWidth
+	hdrSize   = offFPLen + fpLenWidth
+
+	numWidth   = 15
+	fpLenWidth = 5
+
+	// MaxFingerprint is the longest fingerprint Reserve accepts (bytes).
+	MaxFingerprint = 99999
+	// maxMillis is the largest duration, in ms, the header holds (about
+	// 31,000 years).
+	maxMillis = 999_999_999_999_999
+
+	stateInProgress = '1'
+	stateCompleted  = '2'
+	noToken         = "......................" // not base64url: matches no token
+)
+
+// encode returns a record value with a header and fingerprint, and room for
+// result bytes after them.
+func encode(state byte, token string, mark, leaseUntil, expiresAt int64, fp string, result []byte) []byte {
+	if len(token) != idem.TokenSize {
+		token = noToken
+	}
+	b := make([]byte, hdrSize, hdrSize+len(fp)+len(result))
+	b[0] = state
+	copy(b[offToken:], token)
+	putNum(b[offMark:offLease], mark)
+	putNum(b[offLease:offExpiry], leaseUntil)
+	putNum(b[offExpiry:offFPLen], expiresAt)
+	putNum(b[offFPLen:hdrSize], int64(len(fp)))
+	b = append(b, fp...)
+	return append(b, result...)
+}
+
+// putNum writes n as zero-padded decimal filling b.
+func putNum(b []byte, n int64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+}
+
+func getNum(s string) (int64, bool) {
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// stored is a decoded value, its strings pointing into the value.
+type stored struct {
+	state  byte
+	token  string
+	mark   int64
+	lease  int64
+	expiry int64
+	fp     string
+	result string
+}
+
+func decode(v string) (stored, error) {
+	var s stored
+	if len(v) < hdrSize || (v[0] != stateInProgress && v[0] != stateCompleted) {
+		return s, fmt.Errorf("%w: redislayer: malformed record (%d bytes)", idem.ErrUnavailable, len(v))
+	}
+	s.state, s.token = v[0], v[offToken:offMark]
+	var ok [4]bool
+	s.mark, ok[0] = getNum(v[offMark:offLease])
+	s.lease, ok[1] = getNum(v[offLease:offExpiry])
+	s.expiry, ok[2] = getNum(v[offExpiry:offFPLen])
+	n, ok3 := getNum(v[offFPLen:hdrSize])
+	ok[3] = ok3 && int(n) <= len(v)-hdrSize
+	if ok != [4]bool{true, true, true, true} {
+		return s, fmt.Errorf("%w: redislayer: malformed record header", idem.ErrUnavailable)
+	}
+	s.fp, s.result = v[hdrSize:hdrSize+int(n)], v[hdrSize+int(n):]
+	return s, nil
+}
+
+// record converts s into the record a reader sees: no token, the result
+// copied. fingerprint is the caller's; when s has the same one, the record
+// shares the caller's string instead of pinning v.
+func (s stored) record(key idem.Key, fingerprint string) idem.Record {
+	rec := idem.Record{Key: key, Fingerprint: fingerprint, ExpiresAt: fromMillis(s.expiry)}
+	if s.fp != fingerprint {
+		rec.Fingerprint = string(append([]byte(nil), s.fp...))
+	}
+	if s.state == stateCompleted {
+		rec.State = idem.StateCompleted
+		rec.Result = append(make([]byte, 0, len(s.result)), s.result...)
+	} else {
+		rec.State = idem.StateInProgress
+		rec.LeaseUntil = fromMillis(s.lease)
+	}
+	return rec
+}
