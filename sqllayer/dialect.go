@@ -11,20 +11,21 @@ import (
 // Arguments are numbered ?0, ?1… (bun's positional placeholders); for the
 // drivers the layer calls directly they become $1, $2….
 type stmts struct {
-	reserve     string // claim: PG the claim-or-read statement, MySQL INSERT, SQLite INSERT … RETURNING
-	read        string // the record with the database's verdict on expiry and lease
-	takeover    string // compare-and-set on the old token that mints a new claim
-	complete    string
-	owned       string // state of the live record held by a token
-	release     string
-	live        string // whether a live record exists
-	renew       string
-	get         string
-	markEvent   string
-	reviveEvent string // delete an expired processed-event row so that it can be inserted again
-	advance     string
-	version     string
-	sweep       [2]string // janitor: records, events
+	reserve      string // claim: PG the claim-or-read statement, MySQL INSERT, SQLite INSERT … RETURNING
+	read         string // the record with the database's verdict on expiry and lease
+	takeover     string // compare-and-set on the old token that mints a new claim
+	complete     string
+	owned        string // state of the live record held by a token
+	release      string
+	live         string // whether a live record exists
+	renew        string
+	get          string
+	markEvent    string
+	eventExpired string // whether a processed-event row has expired
+	reviveEvent  string // delete an expired processed-event row so that it can be inserted again
+	advance      string
+	version      string
+	sweep        [2]string // janitor: records, events
 }
 
 // names are the table names of a Layer.
@@ -68,7 +69,7 @@ func (n names) expand(s string) string {
 
 func (s *stmts) each(f func(*string)) {
 	for _, p := range []*string{&s.reserve, &s.read, &s.takeover, &s.complete, &s.owned, &s.release,
-		&s.live, &s.renew, &s.get, &s.markEvent, &s.reviveEvent, &s.advance, &s.version, &s.sweep[0], &s.sweep[1]} {
+		&s.live, &s.renew, &s.get, &s.markEvent, &s.eventExpired, &s.reviveEvent, &s.advance, &s.version, &s.sweep[0], &s.sweep[1]} {
 		f(p)
 	}
 }

@@ -58,8 +58,9 @@ func (l *Layer) InTx(ctx context.Context, consumer, eventID string, fn func(ctx 
 //
 // It runs one INSERT that tolerates only the duplicate key (ON CONFLICT DO
 // NOTHING; on MySQL a plain INSERT whose error 1062 means "duplicate"); a
-// duplicate costs one more DELETE that removes the row only if it has
-// expired, so that a redelivery after the retention runs again. It never
+// duplicate costs one more read, which asks whether the row has expired: an
+// expired row is deleted and inserted again, so that a redelivery after the
+// retention runs again. It never
 // aborts tx on a duplicate, and it retries nothing inside tx: a deadlock
 // gives ErrConflict.
 func (l *Layer) MarkProcessed(ctx context.Context, tx bun.Tx, consumer, eventID string) (duplicate bool, err error) {
@@ -96,11 +97,20 @@ func (l *Layer) markProcessed(ctx context.Context, q querier, consumer, eventID 
 		case revived:
 			return true, nil
 		}
-		// The row exists. If it has expired, it is absent: delete it and
-		// insert again, in this same transaction.
-		gone, err := affected(ctx, q, l.st.reviveEvent, c, e)
-		if err != nil || gone == 0 {
-			return gone == 0 && err == nil, err
+		// The row exists. A plain read asks whether it has expired: on MySQL
+		// the failed INSERT holds a shared lock on the row, and concurrent
+		// duplicates that all asked for an exclusive one would deadlock. A
+		// row this transaction's snapshot cannot see committed after it
+		// began: it is live.
+		var expired bool
+		found, err := queryOne(ctx, q, l.st.eventExpired, []any{c, e}, &expired)
+		if err != nil || !found || !expired {
+			return err == nil, err
+		}
+		// Expired, so absent: delete it and insert again, in this same
+		// transaction.
+		if _, err := affected(ctx, q, l.st.reviveEvent, c, e); err != nil {
+			return false, err
 		}
 	}
 }

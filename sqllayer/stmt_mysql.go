@@ -56,6 +56,8 @@ WHERE key_digest = ?0 AND expires_at > UTC_TIMESTAMP(6)`,
 	markEvent: `INSERT INTO {E} (consumer, event_id, created_at, expires_at)
 VALUES (?0, ?1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ?2 MICROSECOND)`,
 
+	eventExpired: `SELECT expires_at <= UTC_TIMESTAMP(6) FROM {E} WHERE consumer = ?0 AND event_id = ?1`,
+
 	reviveEvent: `DELETE FROM {E} WHERE consumer = ?0 AND event_id = ?1 AND expires_at <= UTC_TIMESTAMP(6)`,
 
 	// The affected-row count answers: 1 inserted, 2 updated to a newer

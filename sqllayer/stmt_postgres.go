@@ -70,6 +70,8 @@ WHERE key_digest = ?0 AND expires_at > clock_timestamp()`,
 SELECT ?0::text, ?1::text, c.now, c.now + ?2::bigint * interval '1 microsecond' FROM (SELECT clock_timestamp() AS now) c
 ON CONFLICT (consumer, event_id) DO NOTHING`,
 
+	eventExpired: `SELECT expires_at <= clock_timestamp() FROM {E} WHERE consumer = ?0 AND event_id = ?1`,
+
 	reviveEvent: `DELETE FROM {E} WHERE consumer = ?0 AND event_id = ?1 AND expires_at <= clock_timestamp()`,
 
 	// One statement decides: a new key inserts (1 row), a newer version

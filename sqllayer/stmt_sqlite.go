@@ -47,6 +47,8 @@ WHERE key_digest = ?0 AND expires_at > ` + liteNow,
 VALUES (?0, ?1, ` + liteNow + `, ` + liteNow + ` + ?2)
 ON CONFLICT (consumer, event_id) DO NOTHING`,
 
+	eventExpired: `SELECT expires_at <= ` + liteNow + ` FROM {E} WHERE consumer = ?0 AND event_id = ?1`,
+
 	reviveEvent: `DELETE FROM {E} WHERE consumer = ?0 AND event_id = ?1 AND expires_at <= ` + liteNow,
 
 	// As on Postgres: 1 row inserted or updated to a newer version, 0 rows

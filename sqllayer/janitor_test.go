@@ -1,0 +1,132 @@
+package sqllayer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/sqllayer"
+)
+
+// expiring fills the backend with n records and n processed events that
+// expire after ttl, and 3 of each that live an hour.
+func expiring(t *testing.T, b *backend, n int, ttl time.Duration) {
+	t.Helper()
+	short, _ := b.layer(t, sqllayer.WithEventRetention(ttl))
+	long, _ := b.layer(t)
+	scope := testenv.Name("sweep")
+	noop := func(context.Context, bun.Tx) error { return nil }
+	for i := range n + 3 {
+		l, d := short, ttl
+		if i >= n {
+			l, d = long, time.Hour
+		}
+		k := idem.NewKey(scope, fmt.Sprint(i))
+		rec, _, err := l.Reserve(ctx(t), k, "fp", d, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if err := l.Complete(ctx(t), k, rec.Token, []byte("r"), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := l.InTx(ctx(t), "sweep", fmt.Sprint(scope, i), noop); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDeleteExpired removes exactly the expired rows of both tables, in
+// batches, and leaves the live ones.
+func TestDeleteExpired(t *testing.T) {
+	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		t.Parallel()
+		b := setup(t, s)
+		const n = 25
+		expiring(t, b, n, 200*time.Millisecond)
+		l, db := b.layer(t)
+		time.Sleep(500 * time.Millisecond)
+		got, err := l.DeleteExpired(ctx(t), 10)
+		if err != nil || got != 2*n {
+			t.Fatalf("DeleteExpired: %d, %v; want %d", got, err, 2*n)
+		}
+		if r, e := count(t, db, b.records, "1 = 1"), count(t, db, b.events, "1 = 1"); r != 3 || e != 3 {
+			t.Fatalf("left %d records and %d events, want the 3 live ones of each", r, e)
+		}
+		if got, err := l.DeleteExpired(ctx(t), 0); err != nil || got != 0 {
+			t.Fatalf("DeleteExpired again: %d, %v", got, err)
+		}
+	})
+}
+
+// TestRunJanitor sweeps on its ticker until its context ends, then returns;
+// goleak (TestMain) checks that nothing is left running.
+func TestRunJanitor(t *testing.T) {
+	b := setup(t, testenv.SQLiteFile(t))
+	expiring(t, b, 12, 100*time.Millisecond)
+	l, db := b.layer(t)
+	c, cancel := context.WithCancel(ctx(t))
+	done := make(chan error, 1)
+	go func() { done <- l.RunJanitor(c, 20*time.Millisecond, 5) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, db, b.records, "1 = 1")+count(t, db, b.events, "1 = 1") != 6 {
+		if time.Now().After(deadline) {
+			t.Fatal("the janitor did not sweep the expired rows")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunJanitor returned %v, want nil when its context ends", err)
+	}
+}
+
+// TestRunJanitorReportsFailures: a sweep that fails is reported to the
+// Observer and tried again at the next tick.
+func TestRunJanitorReportsFailures(t *testing.T) {
+	s := testenv.SQLiteFile(t)
+	b := setup(t, s)
+	var (
+		mu     sync.Mutex
+		events []idem.Event
+		failed = make(chan struct{})
+	)
+	obs := idem.ObserverFunc(func(_ context.Context, e idem.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+		if len(events) == 2 {
+			close(failed)
+		}
+	})
+	l, db := b.layer(t, sqllayer.WithObserver(obs))
+	if _, err := db.ExecContext(ctx(t), "DROP TABLE "+b.events); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(ctx(t))
+	done := make(chan error, 1)
+	go func() { done <- l.RunJanitor(c, 10*time.Millisecond, 5) }()
+	<-failed
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range events {
+		if e.Kind != idem.EventTierError || e.Tier != idem.TierSQL || e.Err == nil {
+			t.Fatalf("event %+v, want a SQL tier error", e)
+		}
+	}
+	if _, err := l.DeleteExpired(ctx(t), 5); err == nil || errors.Is(err, idem.ErrUnavailable) {
+		t.Fatalf("DeleteExpired on a missing table: %v, want a plain error", err)
+	}
+}

@@ -1,0 +1,239 @@
+package sqllayer_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/sqllayer"
+)
+
+// shipped returns the statements of the shipped DDL for d with the default
+// table names replaced by names, the way a user adapting the file would.
+func shipped(t *testing.T, d dialect.Name, records, events, versions string) []string {
+	t.Helper()
+	ddl, err := sqllayer.DDL(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl = strings.NewReplacer(
+		sqllayer.DefaultRecordsTable, records,
+		sqllayer.DefaultEventsTable, events,
+		sqllayer.DefaultVersionsTable, versions,
+	).Replace(ddl)
+	var body strings.Builder
+	for line := range strings.Lines(ddl) {
+		if !strings.HasPrefix(line, "--") {
+			body.WriteString(line)
+		}
+	}
+	var out []string
+	for _, s := range strings.Split(body.String(), ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// tables are a test's own table names: records, events, versions.
+type tables [3]string
+
+// tableNames returns fresh table names, whose tables are dropped through db
+// when the test ends (whoever creates them).
+func tableNames(t *testing.T, db *bun.DB) tables {
+	names := tables{testenv.Name("idem_rec"), testenv.Name("idem_evt"), testenv.Name("idem_ver")}
+	t.Cleanup(func() {
+		for _, n := range names {
+			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+n)
+		}
+	})
+	return names
+}
+
+func (n tables) opts() []sqllayer.Option {
+	return []sqllayer.Option{
+		sqllayer.WithRecordsTable(n[0]),
+		sqllayer.WithEventsTable(n[1]),
+		sqllayer.WithVersionsTable(n[2]),
+	}
+}
+
+// recorder is a bun query hook that keeps every query it sees.
+type recorder struct {
+	mu      sync.Mutex
+	queries []string
+}
+
+func (r *recorder) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context { return ctx }
+
+func (r *recorder) AfterQuery(_ context.Context, e *bun.QueryEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queries = append(r.queries, e.Query)
+}
+
+// TestInitRunsTheShippedDDL: the statements Init sends are those of the
+// shipped migration file, table names aside.
+func TestInitRunsTheShippedDDL(t *testing.T) {
+	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		db := s.Open(t)
+		rec := &recorder{}
+		db.AddQueryHook(rec)
+		names := tableNames(t, db)
+		l := sqllayer.New(db, names.opts()...)
+		if err := l.Init(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		var ran []string
+		rec.mu.Lock()
+		for _, q := range rec.queries {
+			switch {
+			case q == "BEGIN", q == "COMMIT", strings.HasPrefix(q, "SELECT pg_advisory_xact_lock("):
+				// the transaction and the lock that serialize Init on Postgres
+			default:
+				ran = append(ran, q)
+			}
+		}
+		rec.mu.Unlock()
+		want := shipped(t, db.Dialect().Name(), names[0], names[1], names[2])
+		if !reflect.DeepEqual(ran, want) {
+			t.Fatalf("Init ran:\n%s\n\nthe shipped DDL is:\n%s", strings.Join(ran, ";\n"), strings.Join(want, ";\n"))
+		}
+		if !reflect.DeepEqual(l.Schema(), want) {
+			t.Fatalf("Schema() differs from the shipped DDL")
+		}
+		// Init again: every statement is idempotent.
+		if err := l.Init(ctx(t)); err != nil {
+			t.Fatalf("second Init: %v", err)
+		}
+	})
+}
+
+// TestDefaultSchemaIsTheShippedFile: with default names, Schema is the file.
+func TestDefaultSchemaIsTheShippedFile(t *testing.T) {
+	l := sqllayer.New(testenv.SQLiteMemory(t).Open(t))
+	want := shipped(t, dialect.SQLite, sqllayer.DefaultRecordsTable, sqllayer.DefaultEventsTable, sqllayer.DefaultVersionsTable)
+	if !reflect.DeepEqual(l.Schema(), want) {
+		t.Fatalf("Schema() = %q, want %q", l.Schema(), want)
+	}
+	if _, err := sqllayer.DDL(dialect.MSSQL); err == nil {
+		t.Fatal("DDL for MSSQL succeeded")
+	}
+}
+
+// TestShippedDDLAppliedByHand: a schema applied from the file, as a user's
+// migration tool would, is one the layer works on without Init.
+func TestShippedDDLAppliedByHand(t *testing.T) {
+	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		db := s.Open(t)
+		names := tableNames(t, db)
+		b := &backend{sql: s, opts: names.opts(), records: names[0], events: names[1], versions: names[2]}
+		for _, stmt := range shipped(t, db.Dialect().Name(), b.records, b.events, b.versions) {
+			if _, err := db.ExecContext(ctx(t), stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+		l, _ := b.layer(t)
+		k := idem.NewKey("hand", "made")
+		rec, claimed, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour)
+		if err != nil || !claimed {
+			t.Fatal(claimed, err)
+		}
+		if err := l.Complete(ctx(t), k, rec.Token, []byte("ok"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Init(ctx(t)); err != nil {
+			t.Fatalf("Init over the hand-made schema: %v", err)
+		}
+	})
+}
+
+// TestConcurrentInit: many instances starting at once all succeed.
+func TestConcurrentInit(t *testing.T) {
+	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		names := tableNames(t, s.Open(t))
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		start := make(chan struct{})
+		for range 8 {
+			l := sqllayer.New(s.Open(t), names.opts()...)
+			wg.Go(func() {
+				<-start
+				errs <- l.Init(ctx(t))
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("concurrent Init: %v", err)
+			}
+		}
+	})
+}
+
+// TestInvalidConfiguration: a bad table name makes every method fail
+// clearly, before any statement.
+func TestInvalidConfiguration(t *testing.T) {
+	db := testenv.SQLiteMemory(t).Open(t)
+	for _, name := range []string{"", "1abc", "a-b", "a;drop", "schema.table", sqllayer.DefaultEventsTable} {
+		l := sqllayer.New(db, sqllayer.WithRecordsTable(name))
+		if err := l.Init(ctx(t)); err == nil {
+			t.Errorf("Init with records table %q succeeded", name)
+		}
+		if _, _, err := l.Reserve(ctx(t), idem.NewKey("", "k"), "fp", time.Minute, time.Hour); err == nil || errors.Is(err, idem.ErrUnavailable) {
+			t.Errorf("Reserve with records table %q: %v", name, err)
+		}
+	}
+	if err := sqllayer.New(nil).Init(ctx(t)); err == nil {
+		t.Error("Init on a nil DB succeeded")
+	}
+	l := sqllayer.New(db)
+	k := idem.NewKey("", "k")
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"lease", func() error { _, _, err := l.Reserve(ctx(t), k, "fp", 0, time.Hour); return err }()},
+		{"ttl", func() error { _, _, err := l.Reserve(ctx(t), k, "fp", time.Minute, -1); return err }()},
+		{"fingerprint", func() error {
+			_, _, err := l.Reserve(ctx(t), k, strings.Repeat("f", 1025), time.Minute, time.Hour)
+			return err
+		}()},
+		{"renew", l.Renew(ctx(t), k, "t", 0)},
+		{"complete", l.Complete(ctx(t), k, "t", nil, 0)},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}
+
+// TestMaxResult: a result over the limit is refused with idem.ErrTooLarge
+// and the claim stays the owner's.
+func TestMaxResult(t *testing.T) {
+	b := setup(t, testenv.SQLiteMemory(t))
+	l, _ := b.layer(t, sqllayer.WithMaxResult(4))
+	k := idem.NewKey("", "max")
+	rec, _, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(ctx(t), k, rec.Token, []byte("12345"), time.Hour); !errors.Is(err, idem.ErrTooLarge) {
+		t.Fatalf("Complete over the limit: %v, want ErrTooLarge", err)
+	}
+	if err := l.Complete(ctx(t), k, rec.Token, []byte("1234"), time.Hour); err != nil {
+		t.Fatalf("Complete at the limit: %v", err)
+	}
+}
