@@ -9,7 +9,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race backends lint fuzz bench soak
+.PHONY: test test-race backends lint fuzz bench bench-all soak
 
 # test: every package under the race detector, after saying which backends
 # this run has.
@@ -34,7 +34,14 @@ fuzz:
 	  done; \
 	done
 
-# bench: every benchmark COUNT times, summarised by benchstat.
+# bench: the side-by-side suite (idem against hand-written baselines), COUNT
+# times, as a benchstat table with one column per implementation. Embedded
+# backends unless IDEM_REDIS_URL / IDEM_POSTGRES_DSN name real ones.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) $(PKGS) | tee bench.txt
-	$(BENCHSTAT) bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./bench/ | tee bench.txt
+	$(BENCHSTAT) -col /impl bench.txt
+
+# bench-all: every benchmark of every package.
+bench-all:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) $(PKGS) | tee bench-all.txt
+	$(BENCHSTAT) bench-all.txt

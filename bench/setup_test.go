@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"go.uber.org/goleak"
+	_ "modernc.org/sqlite"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/sqllayer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// redisFor returns a client of the benchmark's Redis: the one named by
+// IDEM_REDIS_URL, else an embedded miniredis.
+func redisFor(b *testing.B) *redis.Client {
+	b.Helper()
+	var o *redis.Options
+	if url := os.Getenv(testenv.EnvRedis); url != "" {
+		var err error
+		if o, err = redis.ParseURL(url); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(m.Close)
+		o = &redis.Options{Addr: m.Addr()}
+	}
+	o.PoolSize = 64
+	c := redis.NewClient(o)
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// dbFor returns a pool over the benchmark's database, with idem's tables
+// (their own names) created: the Postgres named by IDEM_POSTGRES_DSN, else a
+// SQLite file. records is the records table's name.
+func dbFor(b *testing.B) (db *bun.DB, records string) {
+	b.Helper()
+	var sqldb *sql.DB
+	var err error
+	if dsn := os.Getenv(testenv.EnvPostgres); dsn != "" {
+		if sqldb, err = sql.Open("pgx", dsn); err != nil {
+			b.Fatal(err)
+		}
+		sqldb.SetMaxOpenConns(32)
+		sqldb.SetMaxIdleConns(32)
+		db = bun.NewDB(sqldb, pgdialect.New())
+	} else {
+		path := filepath.Join(b.TempDir(), "bench.db")
+		if sqldb, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"); err != nil {
+			b.Fatal(err)
+		}
+		db = bun.NewDB(sqldb, sqlitedialect.New())
+	}
+	records = testenv.Name("bench_rec")
+	events, versions := testenv.Name("bench_evt"), testenv.Name("bench_ver")
+	b.Cleanup(func() {
+		for _, t := range []string{records, events, versions} {
+			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+t)
+		}
+		_ = db.Close()
+	})
+	if err := sqllayer.New(db, tableOpts(records, events, versions)...).Init(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return db, records
+}
+
+func tableOpts(records, events, versions string) []sqllayer.Option {
+	return []sqllayer.Option{sqllayer.WithRecordsTable(records), sqllayer.WithEventsTable(events), sqllayer.WithVersionsTable(versions)}
+}
+
+var keySeq atomic.Int64
+
+// freshKey returns a key no benchmark used before.
+func freshKey() idem.Key { return idem.NewKey("bench", strconv.FormatInt(keySeq.Add(1), 36)) }
+
+// goroutines are the concurrency levels each operation runs at.
+var goroutines = []int{1, 16}
+
+// parallel runs body with n goroutines in total: a plain loop for 1,
+// RunParallel with enough parallelism for more.
+func parallel(b *testing.B, n int, body func()) {
+	b.ReportAllocs()
+	if n <= 1 {
+		for b.Loop() {
+			body()
+		}
+		return
+	}
+	b.SetParallelism(max(1, n/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			body()
+		}
+	})
+}
+
+func name(op string, n int, impl string) string {
+	return "op=" + op + "/goroutines=" + strconv.Itoa(n) + "/impl=" + impl
+}
+
+// result is a typical stored result: a small JSON response.
+var result = []byte(`{"status":201,"charge_id":"ch_3PqX8d2eZvKYlo2C","amount":4200,"currency":"EUR","customer":"cus_9s8d7f6g","captured":true}`)

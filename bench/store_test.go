@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/redislayer"
+	"github.com/idemkit/idem/sqllayer"
+	"github.com/idemkit/idem/tiered"
+)
+
+// stack is a Redis+SQL Store and the raw clients beneath it.
+type stack struct {
+	rdb    *redis.Client
+	db     *bun.DB
+	raw    *rawSQL
+	prefix string
+	store  func(b *testing.B, opts ...tiered.Option) *tiered.Store
+}
+
+func newStack(b *testing.B) *stack {
+	b.Helper()
+	st := &stack{rdb: redisFor(b), prefix: testenv.Prefix()}
+	db, table := dbFor(b)
+	st.db, st.raw = db, newRawSQL(db, table)
+	sqlOpts := []sqllayer.Option{sqllayer.WithRecordsTable(table), sqllayer.WithEventsTable(testenv.Name("e")), sqllayer.WithVersionsTable(testenv.Name("v"))}
+	st.store = func(b *testing.B, opts ...tiered.Option) *tiered.Store {
+		rl := redislayer.New(st.rdb, redislayer.WithPrefix(st.prefix), redislayer.WithTimeout(2*time.Second))
+		s, err := tiered.New(append([]tiered.Option{
+			tiered.WithRedis(rl), tiered.WithSQL(sqllayer.New(db, sqlOpts...)),
+			tiered.WithRetention(retention), tiered.WithTimeouts(2*time.Second, 10*time.Second),
+		}, opts...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close(); _ = rl.Close() })
+		return s
+	}
+	return st
+}
+
+// newKeyBaseline is what a hand-written Redis+SQL guard costs for a new key:
+// SET NX PX, INSERT … ON CONFLICT DO NOTHING, UPDATE … WHERE key AND token,
+// SET of the result — four round trips on the same pools.
+func (st *stack) newKeyBaseline(ctx context.Context, token []byte) error {
+	k := freshKey()
+	rk := st.prefix + "raw:" + k.Hex()
+	if err := st.rdb.SetNX(ctx, rk, token, lease).Err(); err != nil {
+		return err
+	}
+	if err := st.raw.newKey(ctx, k, token); err != nil {
+		return err
+	}
+	return st.rdb.Set(ctx, rk, result, retention).Err()
+}
+
+func work(context.Context) ([]byte, error) { return result, nil }
+
+// BenchmarkStore puts the tiered Store (Redis + SQL) next to hand-written
+// baselines on the same Redis client and database pool.
+//
+//	op=new             baseline: SET NX PX, INSERT, UPDATE, SET (newKeyBaseline)
+//	                   idem:     Do on a fresh key
+//	op=duplicate-cold  baseline: GET of a stored value
+//	                   idem:     Do on a completed key, local cache off: a Redis replay, SQL untouched
+//	op=hot-replay      baseline: GET of a stored value
+//	                   idem:     Do on a completed key with the local cache on: no I/O
+//	op=burst20         idem only: 20 concurrent Do calls on one fresh key, one execution
+func BenchmarkStore(b *testing.B) {
+	st := newStack(b)
+	ctx := context.Background()
+	withCache := st.store(b)
+	cold := st.store(b, tiered.WithLocalCache(0, 0, 0))
+	// Completed keys, so that concurrent duplicates are of different keys
+	// (the same key would be collapsed by singleflight, which is no I/O).
+	done := make([]idem.Key, 256)
+	rawDone := make([]string, len(done))
+	for i := range done {
+		done[i] = freshKey()
+		if _, err := withCache.Do(ctx, done[i], fp, work); err != nil {
+			b.Fatal(err)
+		}
+		rawDone[i] = st.prefix + "raw:" + done[i].Hex()
+		if err := st.rdb.Set(ctx, rawDone[i], result, retention).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	pick := func() int { return int(next.Add(1)) % len(done) }
+	token := []byte(idem.NewToken())
+	get := func() {
+		if err := st.rdb.Get(ctx, rawDone[pick()]).Err(); err != nil {
+			b.Error(err)
+		}
+	}
+	do := func(s *tiered.Store, k idem.Key) {
+		if _, err := s.Do(ctx, k, fp, work); err != nil {
+			b.Error(err)
+		}
+	}
+	for _, n := range goroutines {
+		b.Run(name("new", n, "baseline"), func(b *testing.B) {
+			parallel(b, n, func() {
+				if err := st.newKeyBaseline(ctx, token); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(name("new", n, "idem"), func(b *testing.B) { parallel(b, n, func() { do(cold, freshKey()) }) })
+		b.Run(name("duplicate-cold", n, "baseline"), func(b *testing.B) { parallel(b, n, get) })
+		b.Run(name("duplicate-cold", n, "idem"), func(b *testing.B) { parallel(b, n, func() { do(cold, done[pick()]) }) })
+		b.Run(name("hot-replay", n, "baseline"), func(b *testing.B) { parallel(b, n, get) })
+		b.Run(name("hot-replay", n, "idem"), func(b *testing.B) { parallel(b, n, func() { do(withCache, done[pick()]) }) })
+	}
+	b.Run("op=burst20/goroutines=20/impl=idem", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			k := freshKey()
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() { do(withCache, k) })
+			}
+			wg.Wait()
+		}
+	})
+}
