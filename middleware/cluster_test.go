@@ -1,0 +1,22 @@
+package middleware_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/middleware/internal/behaviour"
+	"github.com/idemkit/idem/tiered"
+)
+
+// Three instances over one Redis and one database: 200 rounds of 20
+// identical concurrent POSTs run the handler once per round.
+func TestThreeInstances(t *testing.T) {
+	rounds := 200
+	if testing.Short() {
+		rounds = 20
+	}
+	behaviour.RunCluster(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+		return middleware.New(store, opts...)(h)
+	}, rounds)
+}
