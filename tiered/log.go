@@ -11,8 +11,11 @@ import (
 // runs and waits at Debug; mismatches, in-flight answers and releases at
 // Info; tier errors, fallbacks, takeovers and lost leases at Warn. Keys are
 // logged redacted (idem.Key.String: a digest prefix, never the scope or the
-// client key).
+// client key). A nil l means slog.Default().
 func LogObserver(l *slog.Logger) idem.Observer {
+	if l == nil {
+		l = slog.Default()
+	}
 	return logObserver{l}
 }
 
