@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkit/idem"
 )
 
@@ -23,11 +25,9 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 		return err
 	}
 	ms := millis(ttl)
-	var expiry [numWidth]byte
-	putNum(expiry[:], time.Now().UnixMilli()+ms)
-	return l.cas(ctx, "complete", key, func(c context.Context, name string) (int64, error) {
-		return completeScript.Run(c, l.client, []string{name}, token, result, expiry[:], ms).Int64()
-	})
+	expiry := make([]byte, numWidth)
+	putNum(expiry, time.Now().UnixMilli()+ms)
+	return l.cas(ctx, "complete", key, completeScript, token, result, expiry, ms)
 }
 
 // Release implements idem.Layer with a token compare-and-set (release.lua):
@@ -38,9 +38,7 @@ func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 	if key.IsZero() {
 		return idem.ErrInvalidKey
 	}
-	return l.cas(ctx, "release", key, func(c context.Context, name string) (int64, error) {
-		return releaseScript.Run(c, l.client, []string{name}, token).Int64()
-	})
+	return l.cas(ctx, "release", key, releaseScript, token)
 }
 
 // Renew implements idem.Layer with a token compare-and-set (renew.lua): the
@@ -57,22 +55,20 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 		return fmt.Errorf("redislayer: lease must be positive and below 31,000 years (%v)", lease)
 	}
 	ms := millis(lease)
-	var until [numWidth]byte
-	putNum(until[:], time.Now().UnixMilli()+ms)
-	return l.cas(ctx, "renew", key, func(c context.Context, name string) (int64, error) {
-		// The new lease end doubles as the expiry when the record is extended.
-		return renewScript.Run(c, l.client, []string{name}, token, ms, until[:], until[:]).Int64()
-	})
+	until := make([]byte, numWidth)
+	putNum(until, time.Now().UnixMilli()+ms)
+	// The new lease end doubles as the expiry when the record is extended.
+	return l.cas(ctx, "renew", key, renewScript, token, ms, until, until)
 }
 
-// cas runs one compare-and-set script, whose reply is 1 (done) or 0 (the
-// token does not own the record).
-func (l *Layer) cas(ctx context.Context, op string, key idem.Key, run func(context.Context, string) (int64, error)) error {
+// cas runs one compare-and-set script on key's record, whose reply is 1
+// (done) or 0 (the token does not own the record).
+func (l *Layer) cas(ctx context.Context, op string, key idem.Key, script *redis.Script, args ...any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c, cancel := l.bound(ctx)
-	ok, err := run(c, l.name(key))
+	ok, err := script.Run(c, l.client, []string{l.name(key)}, args...).Int64()
 	cancel()
 	switch {
 	case err != nil:
@@ -138,5 +134,5 @@ func (l *Layer) read(ctx context.Context, key idem.Key) (idem.Record, time.Durat
 	if s.state == stateInProgress {
 		left = time.Duration(max(pttl-s.mark, 0)) * time.Millisecond
 	}
-	return s.record(key, s.fp), left, nil
+	return s.record(key, ""), left, nil // "": copy the fingerprint out of v
 }
