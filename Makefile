@@ -34,6 +34,11 @@ fuzz:
 	  done; \
 	done
 
+# soak: the long mixed-load run under faults (not part of make test).
+SOAKTIME ?= 60s
+soak:
+	IDEM_SOAK_TIME=$(SOAKTIME) $(GO) test -race -tags soak -run '^TestSoak' -count=1 -v -timeout 15m ./reliability/
+
 # bench: the side-by-side suite (idem against hand-written baselines), COUNT
 # times, as a benchstat table with one column per implementation. Embedded
 # backends unless IDEM_REDIS_URL / IDEM_POSTGRES_DSN name real ones.
