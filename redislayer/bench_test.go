@@ -1,0 +1,172 @@
+package redislayer_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/redislayer"
+)
+
+// benchResult is the size of the stored result and of the raw value it is
+// compared with.
+const benchResult = 1024
+
+// benchParallelism are the concurrency levels measured, in goroutines per
+// core (b.SetParallelism): 1, and 16 (32 goroutines on a 2-core machine).
+var benchParallelism = []int{1, 16}
+
+// benchEnv is one client over the real Redis, shared by the layer and the
+// raw commands it is compared with, under a prefix deleted at the end.
+type benchEnv struct {
+	client *redis.Client
+	layer  *redislayer.Layer
+	prefix string
+	value  []byte
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	o, err := testenv.RedisOptions()
+	if err != nil {
+		b.Skipf("real redis unavailable (%v): benchmarks compare against a real server", err)
+	}
+	o.ContextTimeoutEnabled = true
+	o.PoolSize = 32 // every goroutine gets a connection, for both sides
+	prefix := testenv.Prefix()
+	cleanPrefix(b, o, prefix)
+	c := redis.NewClient(o)
+	b.Cleanup(func() { _ = c.Close() })
+	e := &benchEnv{client: c, prefix: prefix, value: make([]byte, benchResult)}
+	e.layer = newLayer(b, c, redislayer.WithPrefix(prefix))
+	_, _ = rand.Read(e.value)
+	return e
+}
+
+// run runs op b.N times over p goroutines per core.
+func run(b *testing.B, p int, op func(ctx context.Context, n uint64) error) {
+	b.ReportAllocs()
+	var seq atomic.Uint64
+	ctx := b.Context()
+	b.SetParallelism(p)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(ctx, seq.Add(1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkDuplicate measures a duplicate of a completed key: Reserve (one
+// script that finds the record completed and returns its 1 KiB result)
+// against a raw GET of a 1 KiB value, on the same client. The target is a
+// ratio of at least 0.8 in throughput.
+func BenchmarkDuplicate(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	key := idem.NewKey("bench", e.prefix+"dup")
+	rec, _, err := e.layer.Reserve(ctx, key, "fp", time.Minute, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.layer.Complete(ctx, key, rec.Token, e.value, time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	raw := e.prefix + "raw"
+	if err := e.client.Set(ctx, raw, e.value, time.Hour).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range benchParallelism {
+		b.Run(fmt.Sprintf("p=%d/impl=GET", p), func(b *testing.B) {
+			run(b, p, func(ctx context.Context, _ uint64) error {
+				v, err := e.client.Get(ctx, raw).Bytes()
+				if err == nil && len(v) != benchResult {
+					err = fmt.Errorf("GET returned %d bytes", len(v))
+				}
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("p=%d/impl=Reserve", p), func(b *testing.B) {
+			run(b, p, func(ctx context.Context, _ uint64) error {
+				rec, claimed, err := e.layer.Reserve(ctx, key, "fp", time.Minute, time.Hour)
+				if err == nil && (claimed || len(rec.Result) != benchResult) {
+					err = fmt.Errorf("duplicate: claimed=%v, %d bytes", claimed, len(rec.Result))
+				}
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkNewKey measures the whole life of a new key: Reserve (one
+// script that claims it) then Complete with a 1 KiB result (a second), two
+// round trips, against a raw SET NX PX of a 1 KiB value (one), on the same
+// client. Keys expire after 3 s. The target is a ratio of at least 0.5 in
+// throughput.
+func BenchmarkNewKey(b *testing.B) {
+	e := newBenchEnv(b)
+	var run0 [idem.KeySize]byte
+	_, _ = rand.Read(run0[:])
+	const ttl = 3 * time.Second
+	for _, p := range benchParallelism {
+		b.Run(fmt.Sprintf("p=%d/impl=SETNX", p), func(b *testing.B) {
+			run(b, p, func(ctx context.Context, n uint64) error {
+				var buf [64]byte
+				k := string(strconv.AppendUint(append(buf[:0], e.prefix...), n, 36))
+				ok, err := e.client.SetNX(ctx, k, e.value, ttl).Result()
+				if err == nil && !ok {
+					err = fmt.Errorf("SET NX on a new key failed")
+				}
+				return err
+			})
+			cleanNow(b, e)
+		})
+		b.Run(fmt.Sprintf("p=%d/impl=ReserveComplete", p), func(b *testing.B) {
+			run(b, p, func(ctx context.Context, n uint64) error {
+				d := run0
+				binary.BigEndian.PutUint64(d[:8], n)
+				key := idem.KeyFromDigest(d)
+				rec, claimed, err := e.layer.Reserve(ctx, key, "fp", ttl, ttl)
+				if err != nil {
+					return err
+				}
+				if !claimed {
+					return fmt.Errorf("new key not claimed")
+				}
+				return e.layer.Complete(ctx, key, rec.Token, e.value, ttl)
+			})
+			_, _ = rand.Read(run0[:]) // the next run starts on fresh keys
+			cleanNow(b, e)
+		})
+	}
+}
+
+// cleanNow deletes the keys a run wrote, so that runs do not pile up memory
+// on a shared server.
+func cleanNow(b *testing.B, e *benchEnv) {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	iter := e.client.Scan(ctx, 0, e.prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 1000 {
+			e.client.Unlink(ctx, batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		e.client.Unlink(ctx, batch...)
+	}
+}
