@@ -6,36 +6,27 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 )
 
 // errBodyTooLarge reports a request body over the limit.
 var errBodyTooLarge = errors.New("middleware: request body too large")
 
-// body is a request body read into a pooled buffer. It is also the reader
+// body is a request body read into a reusable buffer. It is also the reader
 // the handler gets in place of r.Body.
 type body struct {
 	buf []byte
 	rd  bytes.Reader
 }
 
-// maxPooledBody bounds the buffers kept for reuse, so that one large body
-// does not pin its memory.
-const maxPooledBody = 64 << 10
-
-var bodyPool = sync.Pool{New: func() any { return &body{buf: make([]byte, 0, 4<<10)} }}
-
-// readBody reads r.Body, up to limit bytes. The caller frees the result once
-// nothing reads it any more. It fails with errBodyTooLarge before reading
-// when Content-Length says too much.
-func readBody(r *http.Request, limit int64) (*body, error) {
+// read reads r.Body into b, up to limit bytes. It fails with
+// errBodyTooLarge before reading when Content-Length says too much.
+func (b *body) read(r *http.Request, limit int64) error {
 	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", errBodyTooLarge, r.ContentLength, limit)
+		return fmt.Errorf("%w: %d bytes, at most %d", errBodyTooLarge, r.ContentLength, limit)
 	}
-	b := bodyPool.Get().(*body)
 	b.buf = b.buf[:0]
 	if r.Body == nil || r.Body == http.NoBody {
-		return b, nil
+		return nil
 	}
 	if r.ContentLength > 0 && int64(cap(b.buf)) < r.ContentLength+1 {
 		b.buf = make([]byte, 0, r.ContentLength+1) // +1 sees EOF without growing
@@ -48,19 +39,17 @@ func readBody(r *http.Request, limit int64) (*body, error) {
 		n, err := r.Body.Read(b.buf[len(b.buf):room])
 		b.buf = b.buf[:len(b.buf)+n]
 		if int64(len(b.buf)) > limit {
-			b.free()
-			return nil, fmt.Errorf("%w: more than %d bytes", errBodyTooLarge, limit)
+			return fmt.Errorf("%w: more than %d bytes", errBodyTooLarge, limit)
 		}
 		if err == io.EOF {
-			return b, nil
+			return nil
 		}
 		if err != nil {
-			b.free()
 			var mb *http.MaxBytesError
 			if errors.As(err, &mb) {
-				return nil, fmt.Errorf("%w: %w", errBodyTooLarge, err)
+				return fmt.Errorf("%w: %w", errBodyTooLarge, err)
 			}
-			return nil, fmt.Errorf("middleware: reading the request body: %w", err)
+			return fmt.Errorf("middleware: reading the request body: %w", err)
 		}
 	}
 }
@@ -74,10 +63,3 @@ func (b *body) reader() io.ReadCloser {
 func (b *body) Read(p []byte) (int, error)         { return b.rd.Read(p) }
 func (b *body) WriteTo(w io.Writer) (int64, error) { return b.rd.WriteTo(w) }
 func (b *body) Close() error                       { return nil }
-func (b *body) free() {
-	if cap(b.buf) > maxPooledBody {
-		return
-	}
-	b.rd.Reset(nil)
-	bodyPool.Put(b)
-}

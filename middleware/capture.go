@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 )
 
 // capture is the ResponseWriter the leading request's handler writes to. It
@@ -39,21 +38,9 @@ var (
 	_ interface{ FlushError() error } = (*capture)(nil)
 )
 
-var capturePool = sync.Pool{New: func() any { return &capture{body: make([]byte, 0, 4<<10)} }}
-
-func newCapture(w http.ResponseWriter, c *config) *capture {
-	cw := capturePool.Get().(*capture)
-	cw.w, cw.replay, cw.limit = w, c.replay, c.respLimit
-	return cw
-}
-
-func (c *capture) free() {
-	if cap(c.body) > maxPooledBody {
-		c.body = nil
-	}
-	clear(c.fields)
-	*c = capture{fields: c.fields[:0], body: c.body[:0]}
-	capturePool.Put(c)
+// reset prepares c to record a response to w. Its buffers are kept.
+func (c *capture) reset(w http.ResponseWriter, cfg *config) {
+	*c = capture{w: w, replay: cfg.replay, limit: cfg.respLimit, fields: c.fields[:0], body: c.body[:0]}
 }
 
 // recording reports whether the body is still being recorded.

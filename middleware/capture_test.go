@@ -16,7 +16,9 @@ func newTestCapture(w http.ResponseWriter, opts ...Option) *capture {
 	for _, o := range opts {
 		o(&c)
 	}
-	return newCapture(w, &c)
+	cw := new(capture)
+	cw.reset(w, &c)
+	return cw
 }
 
 func decodeFinished(t *testing.T, cw *capture) (stored, error) {
@@ -158,7 +160,6 @@ func TestCaptureHijack(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer close(done)
 		cw := newTestCapture(w)
-		defer cw.free()
 		conn, brw, err := http.NewResponseController(cw).Hijack()
 		if err != nil {
 			t.Error(err)
@@ -193,7 +194,6 @@ func TestCaptureInformational(t *testing.T) {
 	var s stored
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cw := newTestCapture(w)
-		defer cw.free()
 		cw.Header().Set("Link", "</style.css>; rel=preload")
 		cw.WriteHeader(http.StatusEarlyHints) // passes through, not the final status
 		cw.Header().Set("Location", "/p/1")

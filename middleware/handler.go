@@ -80,8 +80,9 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 		next(w, r)
 		return
 	}
-	b, err := readBody(r, h.c.bodyLimit)
-	if err != nil {
+	x := newExchange(h, w, r, next)
+	defer x.free()
+	if err := x.body.read(r, h.c.bodyLimit); err != nil {
 		if errors.Is(err, errBodyTooLarge) {
 			h.fail(w, r, problemBodyTooLarge, err)
 		} else {
@@ -89,8 +90,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 		}
 		return
 	}
-	defer b.free()
-	fp, err := h.c.fp.RequestBody(r, b.buf)
+	fp, err := h.c.fp.RequestBody(r, x.body.buf)
 	if err != nil {
 		h.fail(w, r, fingerprintProblem(err), err)
 		return
@@ -103,7 +103,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 	if h.c.scope != nil {
 		scope = h.c.scope(r)
 	}
-	h.execute(w, r, next, idem.NewKey(scope, clientKey), fp, b)
+	h.execute(x, idem.NewKey(scope, clientKey), fp)
 }
 
 func (h *Handler) guards(method string) bool {
@@ -115,25 +115,18 @@ func (h *Handler) guards(method string) bool {
 	return false
 }
 
-// execute runs the request through the Store. Only the closure of the
+// execute runs the request through the Store. Only the function of the
 // request that starts the execution runs (the leader): it calls next with a
 // writer that tees to w, so the leader's response is live. The context given
 // to Do cannot be cancelled, so Do returns only after the leader's handler
 // has returned: nothing touches w once Serve is gone.
-func (h *Handler) execute(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request), key idem.Key, fp string, b *body) {
-	var cw *capture // set only by this request's closure, which runs only if it leads
-	res, err := h.store.Do(context.WithoutCancel(r.Context()), key, fp, func(ctx context.Context) ([]byte, error) {
-		cw = newCapture(w, &h.c)
-		wr := r.WithContext(ctx)
-		wr.Body = b.reader()
-		next(cw, wr)
-		return cw.finish(h.c.keep)
-	})
-	if cw != nil {
-		defer cw.free()
+func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
+	w, r := x.w, x.r
+	res, err := h.store.Do(context.WithoutCancel(r.Context()), key, fp, x.run)
+	if x.led {
 		var pe *tiered.PanicError
 		if errors.As(err, &pe) {
-			if cw.started() || pe.Value == http.ErrAbortHandler {
+			if x.cw.started() || pe.Value == http.ErrAbortHandler {
 				panic(http.ErrAbortHandler)
 			}
 			hdr := w.Header()
