@@ -1,0 +1,157 @@
+package middleware
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/tiered"
+)
+
+func newTestStore(t *testing.T) *tiered.Store {
+	t.Helper()
+	s, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// A request without a key costs nothing but the header lookup.
+func TestPassThroughAllocatesNothing(t *testing.T) {
+	h := New(newTestStore(t))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	rec := httptest.NewRecorder()
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		req := httptest.NewRequest(method, "/pay", strings.NewReader(`{"amount":1}`))
+		if n := testing.AllocsPerRun(100, func() { h.ServeHTTP(rec, req) }); n != 0 {
+			t.Errorf("%s without a key: %v allocations", method, n)
+		}
+	}
+}
+
+func problemOf(t *testing.T, rec *httptest.ResponseRecorder) Problem {
+	t.Helper()
+	var p Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+		t.Fatalf("%q: %v", rec.Body, err)
+	}
+	return p
+}
+
+// A tombstone is 409 when stored; the requests that shared an execution the
+// policy released see the failure's own status instead.
+func TestReplayTombstone(t *testing.T) {
+	h := NewHandler(newTestStore(t), WithReplayMarker("Idempotent-Replayed"))
+	for _, c := range []struct {
+		name     string
+		val      []byte
+		released bool
+		status   int
+		original int
+	}{
+		{"stored streamed", encode(200, flagStreamed, nil, nil), false, 409, 200},
+		{"stored oversize 404", encode(404, flagOversize, nil, nil), false, 409, 404},
+		{"stored hijacked", encode(0, flagHijacked, nil, nil), false, 409, 0},
+		{"released streamed 503", encode(503, flagStreamed, nil, nil), true, 503, 503},
+		{"released oversize 429", encode(429, flagOversize, nil, nil), true, 429, 429},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), c.val, c.released)
+			p := problemOf(t, rec)
+			if rec.Code != c.status || p.Type != ProblemNotReplayable || p.OriginalStatus != c.original {
+				t.Fatalf("got %d %+v", rec.Code, p)
+			}
+			if rec.Header().Get("Retry-After") != "" || rec.Header().Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("headers %v", rec.Header())
+			}
+		})
+	}
+}
+
+// A replay repeats only what the current allow-list allows, and a damaged
+// record is a 500, never a guess.
+func TestReplayFiltersAndRejects(t *testing.T) {
+	h := NewHandler(newTestStore(t), WithReplayHeaders("Location"))
+	rec := httptest.NewRecorder()
+	val := encode(201, 0, []string{"Content-Type", "text/plain", "Location", "/p/1", "Set-Cookie", "s=1"}, []byte("ok"))
+	h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), val, false)
+	if rec.Code != 201 || rec.Body.String() != "ok" || rec.Header().Get("Location") != "/p/1" ||
+		rec.Header().Get("Set-Cookie") != "" || rec.Header().Get("Content-Length") != "2" {
+		t.Fatalf("replay %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	if ct := rec.Header().Get("Content-Type"); ct == "text/plain" {
+		t.Fatal("a header no longer allow-listed was replayed")
+	}
+	rec = httptest.NewRecorder()
+	h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), []byte("not a response"), false)
+	if p := problemOf(t, rec); rec.Code != 500 || p.Type != ProblemFailed {
+		t.Fatalf("damaged record: %d %+v", rec.Code, p)
+	}
+}
+
+// A handler that panics before writing leaves no half-built headers on the
+// 500 problem the client gets.
+func TestPanicDropsHandlerHeaders(t *testing.T) {
+	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/p/1")
+		w.Header().Set("Set-Cookie", "s=1")
+		panic("boom")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "k")
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Request-Id", "outer") // set by middleware before ours: kept
+	h.ServeHTTP(rec, req)
+	p := problemOf(t, rec)
+	if rec.Code != 500 || p.Type != ProblemFailed {
+		t.Fatalf("got %d %+v", rec.Code, p)
+	}
+	if rec.Header().Get("Location") != "" || rec.Header().Get("Set-Cookie") != "" || rec.Header().Get("X-Request-Id") != "outer" {
+		t.Fatalf("headers %v", rec.Header())
+	}
+}
+
+// A panic after the response began cuts the connection: net/http's
+// http.ErrAbortHandler, never a whole-looking response.
+func TestLatePanicAborts(t *testing.T) {
+	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		panic("boom")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "k")
+	defer func() {
+		if v := recover(); v != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler", v)
+		}
+	}()
+	h.ServeHTTP(httptest.NewRecorder(), req)
+}
+
+// Options never accept nonsense: bad values keep the defaults.
+func TestOptionsKeepDefaults(t *testing.T) {
+	h := NewHandler(newTestStore(t), WithKeyHeader("bad header"), WithBodyLimit(-1), WithResponseLimit(0),
+		WithKeep(nil), WithErrorWriter(nil), WithFingerprint(nil), WithReplayMarker("bad marker"),
+		WithStatuses(Statuses{InFlight: 99, Mismatch: 409}), WithReplayHeaders("set-cookie", "location", "Location", "bad name"),
+		WithRetryAfter(1500*time.Millisecond, 0))
+	c := h.c
+	if c.keyHeader != DefaultKeyHeader || c.bodyLimit != DefaultBodyLimit || c.respLimit != DefaultResponseLimit ||
+		c.keep == nil || c.errWriter == nil || c.fp == nil || c.marker != "" {
+		t.Fatalf("config %+v", c)
+	}
+	if c.statuses.InFlight != 409 || c.statuses.Mismatch != 409 || c.statuses.Unavailable != 503 {
+		t.Fatalf("statuses %+v", c.statuses)
+	}
+	if len(c.replay) != 1 || c.replay[0] != "Location" {
+		t.Fatalf("replay headers %q", c.replay)
+	}
+	if c.retryAfter != [2]string{"2", "1"} {
+		t.Fatalf("retry after %q", c.retryAfter)
+	}
+}
