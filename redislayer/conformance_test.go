@@ -13,18 +13,21 @@ import (
 )
 
 func TestConformanceMiniredis(t *testing.T) {
+	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	t.Run("Layer", func(t *testing.T) { h, _ := miniHarness(t); storetest.Run(t, h) })
 	t.Run("Waiter", func(t *testing.T) { h, _ := miniHarness(t); storetest.RunWaiter(t, h) })
 	t.Run("Filler", func(t *testing.T) { h, _ := miniHarness(t); storetest.RunFiller(t, h) })
 }
 
 func TestConformanceRedis(t *testing.T) {
+	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	t.Run("Layer", func(t *testing.T) { storetest.Run(t, realHarness(t)) })
 	t.Run("Waiter", func(t *testing.T) { storetest.RunWaiter(t, realHarness(t)) })
 	t.Run("Filler", func(t *testing.T) { storetest.RunFiller(t, realHarness(t)) })
 }
 
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	rc := testenv.StartRedisCluster(t)
 	h := storetest.Harness{
 		New: func(t *testing.T) idem.Layer {
@@ -39,6 +42,7 @@ func TestConformanceCluster(t *testing.T) {
 // TestConformanceRing runs the suite over a Ring of two test-owned servers:
 // keys and channels spread over both shards, and Wait listens on each.
 func TestConformanceRing(t *testing.T) {
+	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	a, b := testenv.StartRedisServer(t), testenv.StartRedisServer(t)
 	h := storetest.Harness{
 		New: func(t *testing.T) idem.Layer {

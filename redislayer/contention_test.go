@@ -76,6 +76,7 @@ func contend(t *testing.T, ls []*redislayer.Layer, keys []idem.Key) []int32 {
 }
 
 func TestContentionOneKey(t *testing.T) {
+	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	ls := realLayers(t, contendLayers)
 	for i, n := range contend(t, ls, []idem.Key{idem.NewKey("contend", testenv.Name("one"))}) {
 		if n != 1 {
@@ -85,6 +86,7 @@ func TestContentionOneKey(t *testing.T) {
 }
 
 func TestContentionThousandKeys(t *testing.T) {
+	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	ls := realLayers(t, contendLayers)
 	keys := make([]idem.Key, 1000)
 	scope := testenv.Name("many")

@@ -37,6 +37,7 @@ func (c twice) Eval(ctx context.Context, script string, keys []string, args ...a
 // claim re-sent stays claimed by its caller, a Complete re-sent succeeds
 // without change, a Release re-sent finds nothing to release.
 func TestConformanceResent(t *testing.T) {
+	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	m := testenv.MiniRedis(t).Mini
 	h := storetest.Harness{
 		New: func(t *testing.T) idem.Layer {
