@@ -238,6 +238,7 @@ func TestDeadlineWhileWaiting(t *testing.T) {
 // TestUnreachableServers needs no server: nothing listens on port 1, and a
 // listener that accepts but never answers plays a hung server.
 func TestUnreachableServers(t *testing.T) {
+	t.Parallel()
 	hung := hungServer(t)
 	for _, tc := range []struct {
 		name    string

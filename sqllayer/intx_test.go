@@ -138,6 +138,7 @@ func TestInTxFailureRollsBack(t *testing.T) {
 // absent, even before the janitor removes it.
 func TestInTxExpiredEventRunsAgain(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		t.Parallel()
 		b := setup(t, s)
 		l, _ := b.layer(t, sqllayer.WithEventRetention(200*time.Millisecond))
 		event := testenv.Name("evt")

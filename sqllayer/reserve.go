@@ -94,46 +94,49 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 		var (
 			r      = l.newRow()
 			found  bool
-			token  = idem.NewToken()
+			token  string // minted only when this round writes
 			record idem.Record
 			ok     bool
 			err    error
 		)
-		switch l.dialect {
-		case dialect.PG:
-			// Claim or read in one statement.
-			found, err = queryOne(ctx, q, l.st.reserve, c.args(token, nil), r.dest()...)
-			if err != nil {
+		if l.dialect != dialect.MySQL {
+			// Read first: a duplicate costs one primary-key read, the least it
+			// can cost, and never writes or waits for a writer.
+			if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
 				return idem.Record{}, false, err
 			}
-			if found && r.claimed {
-				return c.owner(token, r.leaseUntil.t, r.expiresAt.t), true, nil
-			}
-			if !found {
-				// The INSERT waited for a concurrent claim that committed after
-				// this statement's snapshot: read in a new statement.
+		}
+		if !found {
+			token = idem.NewToken()
+			switch l.dialect {
+			case dialect.PG:
+				// Claim, or read a claim that beat this one, in one statement.
+				if found, err = queryOne(ctx, q, l.st.reserve, c.args(token, nil), r.dest()...); err != nil {
+					return idem.Record{}, false, err
+				}
+				if found && r.claimed {
+					return c.owner(token, r.leaseUntil.t, r.expiresAt.t), true, nil
+				}
+				if !found {
+					// The INSERT waited for a concurrent claim that committed
+					// after this statement's snapshot: read in a new one.
+					if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
+						return idem.Record{}, false, err
+					}
+				}
+			case dialect.MySQL:
+				// INSERT first: only the duplicate key error means "taken".
+				if record, ok, err = l.insertMySQL(ctx, q, c, token); err != nil || ok {
+					return record, ok, err
+				}
 				if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
 					return idem.Record{}, false, err
 				}
-			}
-		case dialect.MySQL:
-			// INSERT first: only the duplicate key error means "taken".
-			if record, ok, err = l.insertMySQL(ctx, q, c, token); err != nil || ok {
-				return record, ok, err
-			}
-			if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
-				return idem.Record{}, false, err
-			}
-		default: // sqlite
-			// Read first: a duplicate never takes the write lock.
-			if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
-				return idem.Record{}, false, err
-			}
-			if !found {
+			default: // SQLite
 				if record, ok, err = l.insertReturning(ctx, q, c, token); err != nil || ok {
 					return record, ok, err
 				}
-				continue // inserted by another writer meanwhile: read it
+				continue // another writer inserted it meanwhile: read it
 			}
 		}
 		if !found {
@@ -141,6 +144,9 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 		}
 		if !r.takeable(c.fp) {
 			return r.record(c.key), false, nil
+		}
+		if token == "" {
+			token = idem.NewToken()
 		}
 		start := l.now()
 		if record, ok, err = l.takeover(ctx, q, c, token, r.token); err != nil || ok {

@@ -2,17 +2,18 @@ package sqllayer
 
 // Postgres statements. Times are timestamptz; "now" is clock_timestamp(), the
 // wall clock of the server, read once per statement through the one-row
-// relation c. Durations arrive as bigint microseconds. The janitor compares
-// with now() instead, which is stable within its statement and so lets the
-// expires_at index answer.
+// relation c where one instant must serve several columns. Durations arrive
+// as bigint microseconds. The janitor compares with now() instead, which is
+// stable within its statement and so lets the expires_at index answer.
 //
-// pgReserve is the whole of a common Reserve in one round trip: the INSERT
-// claims a free key; when it conflicts, the second branch returns the
-// existing row, with the database's verdict on its expiry and lease. When the
-// INSERT had to wait for a concurrent claim of the same key, the second
-// branch reads with the snapshot taken before that wait and finds nothing:
-// the caller then reads in a new statement (pgRead). A conflicting INSERT
-// … DO NOTHING writes nothing and locks nothing, so a duplicate costs a read.
+// Reserve reads first (read): a duplicate costs one primary-key SELECT, a
+// read that neither writes nor locks. Only when no row is found does it send
+// pgReserve, which claims the key or, when a concurrent claim got there
+// first, returns that claim's row in the same round trip. The INSERT …
+// ON CONFLICT DO NOTHING decides the winner. When it had to wait for a
+// concurrent claim that then committed, the second branch reads with the
+// snapshot taken before that wait and finds nothing: the caller then reads
+// in a new statement.
 const pgReserve = `WITH c AS (SELECT clock_timestamp() AS now),
 ins AS (
 	INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
@@ -32,10 +33,9 @@ WHERE r.key_digest = ?0 AND NOT EXISTS (SELECT 1 FROM ins)`
 var pgStmts = stmts{
 	reserve: pgReserve,
 
-	read: `SELECT false, r.fingerprint, r.state, r.token, r.result, r.lease_until, r.expires_at,
-	r.expires_at <= c.now, r.lease_until <= c.now
-FROM {R} r, (SELECT clock_timestamp() AS now) c
-WHERE r.key_digest = ?0`,
+	read: `SELECT false, fingerprint, state, token, result, lease_until, expires_at,
+	expires_at <= clock_timestamp(), lease_until <= clock_timestamp()
+FROM {R} WHERE key_digest = ?0`,
 
 	takeover: `UPDATE {R} AS r
 SET scope = ?1::text, client_key = ?2::text, fingerprint = ?3::bytea, state = 1, token = ?4::bytea, result = NULL,

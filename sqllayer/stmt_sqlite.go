@@ -4,9 +4,9 @@ package sqllayer
 // (UTC); "now" is SQLite's own clock, unixepoch('subsec') (millisecond
 // resolution), which SQLite holds constant within one statement step.
 //
-// SQLite has one writer at a time and an INSERT takes the write lock even
-// when it conflicts, so Reserve reads first: a duplicate costs a read and
-// never waits for the writer; only a free or expired key goes on to write.
+// Reserve reads first, as on Postgres; here it matters twice: SQLite has one
+// writer at a time and an INSERT takes the write lock even when it
+// conflicts, so a duplicate that read first never waits for the writer.
 const liteNow = "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)"
 
 var sqliteStmts = stmts{
