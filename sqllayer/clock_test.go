@@ -54,3 +54,31 @@ func TestApplicationClockDecidesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimTimesAreTheStoredOnes: the lease and expiry a claim reports are
+// the ones the database stored, by its clock.
+func TestClaimTimesAreTheStoredOnes(t *testing.T) {
+	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		l, _ := setup(t, s).layer(t)
+		for i, takeover := range []bool{false, true} {
+			k := idem.NewKey("times", testenv.Name(fmt.Sprint(i)))
+			rec, _, err := l.Reserve(ctx(t), k, "fp", 200*time.Millisecond, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if takeover {
+				time.Sleep(400 * time.Millisecond)
+				if rec, _, err = l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := l.Get(ctx(t), k)
+			if err != nil || !got.LeaseUntil.Equal(rec.LeaseUntil) || !got.ExpiresAt.Equal(rec.ExpiresAt) {
+				t.Fatalf("takeover=%v: claim said %v / %v, stored %v / %v (%v)", takeover, rec.LeaseUntil, rec.ExpiresAt, got.LeaseUntil, got.ExpiresAt, err)
+			}
+			if d := got.ExpiresAt.Sub(got.LeaseUntil); d < 59*time.Minute {
+				t.Fatalf("expiry %v after the lease, want the hour's retention", d)
+			}
+		}
+	})
+}

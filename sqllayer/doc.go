@@ -1,6 +1,137 @@
-// Package sqllayer is the SQL tier of idem: an idem.Layer over uptrace/bun
-// that makes the final yes/no decision with a row under a unique key,
-// written before any side effect and changed only by its owner's token.
-// Postgres (pgdialect), SQLite (sqlitedialect, the embedded default) and
-// MySQL/MariaDB (mysqldialect) are supported.
+// Package sqllayer is the SQL tier of idem: the final yes/no decision. A
+// record is a row under a unique key, written before any side effect and
+// changed only by the holder of its owner token. It runs on uptrace/bun with
+// Postgres (pgdialect, through pgx or another driver), SQLite (sqlitedialect
+// with modernc.org/sqlite, the embedded default) and MySQL 8 / MariaDB 10.5+
+// (mysqldialect with go-sql-driver/mysql); New picks the SQL by
+// db.Dialect().Name().
+//
+// # Tables
+//
+// Init creates three tables (names configurable, see the With…Table
+// options) and their indexes if they are missing; DDL and Layer.Schema give
+// the same statements to users who run their own migrations (files
+// ddl/postgres.sql, ddl/mysql.sql and ddl/sqlite.sql).
+//
+//   - idempotency_records: key_digest (the 32-byte SHA-256 digest of
+//     idem.Key, binary, primary key), scope and client_key (labels for
+//     operators, UTF-8, cut to 255 bytes), fingerprint (bytes), state (1 in
+//     progress, 2 completed), token (the owner token, bytes), result (bytes;
+//     bytea, LONGBLOB or BLOB), lease_until (NULL once completed),
+//     created_at (when the current claim was made) and expires_at, indexed
+//     for the janitor.
+//   - processed_events: (consumer, event_id) primary key, created_at,
+//     expires_at (indexed).
+//   - sync_versions: (source, external_id) primary key, version, updated_at.
+//
+// # The clock rule
+//
+// Every lease and expiry is decided in SQL by the database's clock, never the
+// application's: Postgres compares timestamptz columns with clock_timestamp()
+// (the janitor with now(), the start of its one-statement transaction);
+// MySQL stores DATETIME(6) in UTC and compares with UTC_TIMESTAMP(6); SQLite
+// stores INTEGER microseconds since the Unix epoch and compares with its own
+// unixepoch('subsec') (millisecond resolution). Durations travel as
+// microseconds. Instances whose clocks disagree therefore agree on every
+// lease. The application clock (WithClock) only times what the Observer
+// hears. An expired row is absent: Reserve, Get and every owner operation
+// treat it so before the janitor deletes it.
+//
+// # Statements
+//
+// Reserve reads first on Postgres and SQLite: a duplicate costs one
+// primary-key SELECT, which returns the record with the database's verdict
+// on its expiry and lease, and neither writes nor locks. A missing key is
+// claimed with one INSERT … ON CONFLICT (key_digest) DO NOTHING that decides
+// the winner among concurrent claims. On Postgres that INSERT sits in a
+// statement that also returns the winning row when it lost, so a race costs
+// no extra round trip; when the INSERT had to wait for a concurrent claim
+// that committed, the statement's snapshot cannot see the winner's row and
+// the layer reads again in a new statement. On MySQL Reserve inserts first,
+// with a plain INSERT: only error 1062 means the key is taken (INSERT IGNORE
+// would also turn truncation and bad values into warnings), and the loser
+// reads the row. A record found expired, or in progress for the same
+// fingerprint with a lapsed lease, is taken over by an UPDATE that is a
+// compare-and-set on the old token and re-checks the clock in its WHERE
+// clause; it mints a new token, so the old owner's stops working. A record
+// with another fingerprint is never taken over. A round that loses a race
+// (the row changed between statements) starts over, a bounded number of
+// times.
+//
+// Complete, Renew and Release are one UPDATE or DELETE each, guarded by the
+// token, the in-progress state and the expiry. When it changes no row, one
+// read tells a completion re-sent by its owner (nil) or a release of a
+// missing row (nil) from a lost lease (idem.ErrLeaseLost). Get is one
+// primary-key SELECT of the live row. Records returned to anyone but the
+// claimer carry no token.
+//
+// # Transactions of the caller
+//
+// InTx inserts the processed-event row and runs the caller's function in one
+// transaction: a redelivered message is a duplicate, and a failed function
+// rolls back both, so the redelivery runs again. MarkProcessed is the same
+// insert inside a transaction the caller already holds, CompleteTx commits an
+// HTTP completion together with the handler's writes, and AdvanceVersion is
+// the version gate of sync jobs (one upsert whose row count says whether the
+// version is newer). RunInTx runs a function in a transaction and runs it
+// again on deadlocks and serialization failures.
+//
+// # Errors and retries
+//
+// Driver errors are classified by code, never by message: Postgres SQLSTATE
+// (through the SQLState method of pgx's and lib/pq's errors), MySQL error
+// numbers (*mysql.MySQLError) and SQLite result codes (the Code method of
+// modernc.org/sqlite's errors). A lost connection, a refused or timed-out
+// dial, a server shutting down (57P01) or a deadline passed while waiting
+// for the server give idem.ErrUnavailable; a deadlock or serialization
+// failure (40001, 40P01, MySQL 1213, SQLite BUSY) gives ErrConflict; a
+// packet or value over the server's limit gives idem.ErrTooLarge. The
+// driver's error stays wrapped for errors.As and logs. The layer's own
+// statements are each a whole transaction and safe to send again, so
+// conflicts and broken connections are retried (WithRetries) before a call
+// fails; statements inside a caller's transaction are never retried.
+//
+// # Drivers
+//
+// On Postgres and SQLite the layer sends its statements to the driver
+// beneath bun with the driver's own $N arguments: pgx then prepares each
+// statement once per connection and runs it in one round trip with binary
+// arguments, where bun's formatting would inline arguments into a new text
+// that pgx's default mode prepares anew every time. bun's query hooks
+// therefore do not see these statements; use WithObserver. On MySQL bun
+// formats the arguments into the text (bytes as hexadecimal literals), which
+// the server runs in one round trip; go-sql-driver/mysql would otherwise
+// prepare, execute and close each statement unless the DSN sets
+// interpolateParams.
+//
+// # MySQL and MariaDB
+//
+// Keys, tokens, fingerprints and IDs are binary strings, so comparisons are
+// byte for byte whatever the server's default collation (a case-insensitive
+// collation would otherwise match tokens that differ in case). A claim
+// learns the server's clock from the claim itself: the INSERT writes
+// lease_until as the epoch plus LAST_INSERT_ID(now in microseconds) plus the
+// lease, and the server returns that number as the insert ID. AdvanceVersion
+// reads the affected-row count of INSERT … ON DUPLICATE KEY UPDATE (1
+// inserted, 2 updated, 0 unchanged) and needs the driver's default
+// clientFoundRows=false. Results travel as hexadecimal literals: the
+// server's max_allowed_packet must exceed twice the largest result (the
+// default 16 MiB of MariaDB fits DefaultMaxResult). Concurrent first
+// deliveries of one sync record can deadlock in InnoDB: run AdvanceVersion
+// inside RunInTx, which runs the transaction again.
+//
+// # SQLite
+//
+// SQLite has one writer at a time. Use a file database in WAL mode with a
+// busy timeout (modernc.org/sqlite: "file:idem.db?_pragma=busy_timeout(5000)
+// &_pragma=journal_mode(WAL)"), so that writers wait for each other instead of
+// failing with SQLITE_BUSY; Reserve's read-first path keeps duplicates off
+// the write lock. An in-memory database belongs to its connection: give its
+// pool exactly one connection. Table names cannot be schema-qualified.
+//
+// # Janitor
+//
+// DeleteExpired deletes expired records and processed events in short
+// batches; RunJanitor calls it on a ticker until its context ends. Neither
+// starts a goroutine of its own.
 package sqllayer
