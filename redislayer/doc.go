@@ -14,9 +14,9 @@
 //	prefix{<key hex>}:done   channel of completions, releases and fills
 //
 // The prefix is "idem:" unless WithPrefix says otherwise. The value is a
-// fixed 73-byte header (state, owner token, lease mark, lease end, expiry,
-// fingerprint length; numbers in zero-padded decimal) followed by the
-// fingerprint and, once completed, the result (see value.go). One value,
+// fixed 74-byte header (state, waited flag, owner token, lease mark, lease
+// end, expiry, fingerprint length; numbers in zero-padded decimal) followed
+// by the fingerprint and, once completed, the result (see value.go). One value,
 // rather than a hash, lets Reserve claim or read with a single plain SET;
 // a fixed header, rather than idem.MarshalRecord's varint layout, lets the
 // scripts read the state and token with string.sub and GETRANGE without
@@ -54,11 +54,14 @@
 // Script.Run: EVALSHA, and EVAL when the server lacks it.
 //
 //   - complete.lua, release.lua and renew.lua are compare-and-set on the
-//     token; complete.lua and release.lua publish on the key's channel.
+//     token; complete.lua and release.lua publish on the key's channel when
+//     a Wait has flagged the record (nearly never, so nearly no completion
+//     pays for a PUBLISH).
 //   - fill.lua stores a completed record decided by SQL over an in-progress
 //     one, leaves a completed one alone, and publishes.
 //   - get.lua reads the record and its PTTL, from which a waiter learns
-//     when the lease lapses.
+//     when the lease lapses; a waiter's read also flags an in-progress
+//     record as waited (a one-byte SETRANGE, once per claim).
 //
 // go-redis re-sends a command after some network errors, so each one is
 // safe to run twice with the same arguments: a re-sent claim finds its own

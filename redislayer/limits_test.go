@@ -101,13 +101,13 @@ func TestKeyShape(t *testing.T) {
 		t.Fatalf("TTL %v, want 1h", m.TTL(name))
 	}
 	v, _ := m.Get(name)
-	if v[0] != '1' || v[1:23] != rec.Token || v[23:38] != "000000003540000" || v[68:] != "00002fp" {
+	if v[0] != '1' || v[1] != '0' || v[2:24] != rec.Token || v[24:39] != "000000003540000" || v[69:] != "00002fp" {
 		t.Fatalf("stored %q", v)
 	}
 	if err := l.Complete(t.Context(), k, rec.Token, []byte("ok"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := m.Get(name); v[0] != '2' || v[23:53] != strings.Repeat("0", 30) || v[68:] != "00002fpok" || m.TTL(name) != time.Minute {
+	if v, _ := m.Get(name); v[0] != '2' || v[24:54] != strings.Repeat("0", 30) || v[69:] != "00002fpok" || m.TTL(name) != time.Minute {
 		t.Fatalf("completed: stored %q, TTL %v", v, m.TTL(name))
 	}
 }

@@ -92,13 +92,14 @@ func (l *Layer) checkResult(result []byte, ttl time.Duration) error {
 // Get implements idem.Layer (get.lua): the live record without its token,
 // or idem.ErrNotFound.
 func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
-	rec, _, err := l.read(ctx, key)
+	rec, _, err := l.read(ctx, key, false)
 	return rec, err
 }
 
 // read returns the record for key and, for an in-progress record, how long
-// its lease has left (0 when it lapsed).
-func (l *Layer) read(ctx context.Context, key idem.Key) (idem.Record, time.Duration, error) {
+// its lease has left (0 when it lapsed). A waiter's read flags an
+// in-progress record as waited, so that its end is published.
+func (l *Layer) read(ctx context.Context, key idem.Key, waiter bool) (idem.Record, time.Duration, error) {
 	if key.IsZero() {
 		return idem.Record{}, 0, idem.ErrInvalidKey
 	}
@@ -106,7 +107,11 @@ func (l *Layer) read(ctx context.Context, key idem.Key) (idem.Record, time.Durat
 		return idem.Record{}, 0, err
 	}
 	c, cancel := l.bound(ctx)
-	reply, err := getScript.Run(c, l.client, []string{l.name(key)}).Slice()
+	flag := ""
+	if waiter {
+		flag = "w"
+	}
+	reply, err := getScript.Run(c, l.client, []string{l.name(key)}, flag).Slice()
 	cancel()
 	if isNil(err) {
 		return idem.Record{}, 0, idem.ErrNotFound

@@ -11,14 +11,15 @@ import (
 //
 //	offset  size  field
 //	0       1     state: '1' in progress, '2' completed
-//	1       22    owner token (idem.TokenSize); '.' × 22 when none
-//	23      15    lease mark: the record's PTTL (ms) at or below which the
+//	1       1     waited: '1' once a Wait has read the in-progress record
+//	2       22    owner token (idem.TokenSize); '.' × 22 when none
+//	24      15    lease mark: the record's PTTL (ms) at or below which the
 //	              lease has lapsed; 0 once completed
-//	38      15    lease end, Unix ms (0 once completed)
-//	53      15    expiry, Unix ms
-//	68      5     fingerprint length
-//	73      n     fingerprint
-//	73+n    ...   result (completed only)
+//	39      15    lease end, Unix ms (0 once completed)
+//	54      15    expiry, Unix ms
+//	69      5     fingerprint length
+//	74      n     fingerprint
+//	74+n    ...   result (completed only)
 //
 // Numbers are zero-padded decimal, so that Lua reads them with tonumber and
 // Go without allocating. The lease mark makes the lease a matter of the key's
@@ -26,8 +27,14 @@ import (
 // T - lease, so the lease lapses exactly when Redis has counted lease off the
 // TTL, with no clock but Redis's expiry (and miniredis's FastForward moves
 // it too). The two times are for readers only, from the writer's clock.
+//
+// The waited flag spares Complete and Release a PUBLISH when no one waits,
+// which is nearly always: a Wait sets it in the same script that reads the
+// record, so a completion either comes before that read (the waiter sees
+// it) or sees the flag (and publishes). A takeover and a renewal keep it.
 const (
-	offToken  = 1
+	offWaited = 1
+	offToken  = 2
 	offMark   = offToken + idem.TokenSize
 	offLease  = offMark + numWidth
 	offExpiry = offLease + numWidth
@@ -56,6 +63,7 @@ func encode(state byte, token string, mark, leaseUntil, expiresAt int64, fp stri
 	}
 	b := make([]byte, hdrSize, hdrSize+len(fp)+len(result))
 	b[0] = state
+	b[offWaited] = '0'
 	copy(b[offToken:], token)
 	putNum(b[offMark:offLease], mark)
 	putNum(b[offLease:offExpiry], leaseUntil)

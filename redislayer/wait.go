@@ -73,7 +73,7 @@ func (l *Layer) Wait(ctx context.Context, key idem.Key) (idem.Record, error) {
 			return idem.Record{}, fmt.Errorf("%w: %w", idem.ErrUnavailable, ErrClosed)
 		}
 		if stale {
-			rec, left, err := l.read(ctx, key)
+			rec, left, err := l.read(ctx, key, true)
 			switch {
 			case err != nil:
 				return idem.Record{}, err
