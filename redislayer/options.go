@@ -18,6 +18,11 @@ const (
 	DefaultMaxResult = 8 << 20
 )
 
+// MaxFingerprint is the longest fingerprint, in bytes, that Reserve and Fill
+// accept (the record header gives its length five digits). A fingerprint is
+// normally a short digest.
+const MaxFingerprint = 99999
+
 // Option configures a Layer.
 type Option func(*Layer)
 

@@ -44,8 +44,6 @@ const (
 	numWidth   = 15
 	fpLenWidth = 5
 
-	// MaxFingerprint is the longest fingerprint Reserve accepts (bytes).
-	MaxFingerprint = 99999
 	// maxMillis is the largest duration, in ms, the header holds (about
 	// 31,000 years).
 	maxMillis = 999_999_999_999_999
