@@ -299,6 +299,8 @@ type nodeConfig struct {
 	app       string // Postgres application_name of the node's pool
 	redisAddr string // a fault proxy in front of Redis, or ""
 	noRedis   bool
+	sqlVia    *testenv.SQL // the database through a fault proxy, or nil
+	maxConns  int          // the node's pool size on a server; 0 for 4
 }
 
 type nodeOption func(*nodeConfig)
@@ -318,6 +320,13 @@ func withApp(app string) nodeOption { return func(c *nodeConfig) { c.app = app }
 
 // withRedisAddr connects the node's Redis client to addr (a fault proxy).
 func withRedisAddr(addr string) nodeOption { return func(c *nodeConfig) { c.redisAddr = addr } }
+
+// withSQLVia connects the node's pool through s (a fault proxy in front of
+// the backend's database).
+func withSQLVia(s *testenv.SQL) nodeOption { return func(c *nodeConfig) { c.sqlVia = s } }
+
+// withMaxConns sets the node's pool size on a database server.
+func withMaxConns(n int) nodeOption { return func(c *nodeConfig) { c.maxConns = n } }
 
 // withoutRedis builds a SQL-only node.
 func withoutRedis() nodeOption { return func(c *nodeConfig) { c.noRedis = true } }
@@ -339,12 +348,18 @@ func (b *backend) node(t *testing.T, opts ...nodeOption) *node {
 	}
 	n := &node{events: newRecorder()}
 	sqlDB := b.st.SQL
+	if c.sqlVia != nil {
+		sqlDB = c.sqlVia
+	}
 	if c.app != "" {
 		sqlDB = testenv.WithApplicationName(t, sqlDB, c.app)
 	}
 	db := sqlDB.Open(t)
 	if b.pg {
 		db.SetMaxOpenConns(4) // the server is shared with other packages' tests
+		if c.maxConns > 0 {
+			db.SetMaxOpenConns(c.maxConns)
+		}
 	}
 	sqlOpts := append([]sqllayer.Option{
 		sqllayer.WithRecordsTable(b.st.Records),
