@@ -14,11 +14,13 @@ import (
 const leaseSlack = 5 * time.Millisecond
 
 // Wait implements idem.Waiter without polling. It subscribes to the key's
-// completion channel first (on the layer's shared subscription) and reads
-// the record once Redis has confirmed the subscription, so a completion
-// between the read and the subscription cannot be missed. Then it blocks
-// until Complete, Release or Fill publishes on the channel (from any
-// instance), reads the record again and returns:
+// completion channel (on the layer's shared subscription) and reads the
+// record at once, and again once Redis has confirmed the subscription, so a
+// completion between a read and the subscription cannot be missed. A
+// waiter's read flags an in-progress record as waited, which makes its
+// Complete or Release publish. Then Wait blocks until Complete, Release or
+// Fill publishes on the channel (from any instance), reads the record again
+// and returns:
 //
 //   - the completed record (Token ""), or
 //   - idem.ErrNotFound when the record is gone (released or expired), or
@@ -26,12 +28,13 @@ const leaseSlack = 5 * time.Millisecond
 //     dead and the caller's next Reserve takes the key over.
 //
 // A record taken over by a new owner is still in progress: Wait goes on. A
-// waiter costs a constant number of commands, not one per unit of time: the
-// subscription, a read after it is confirmed, a read per message, and one
-// read when the owner's lease is due to lapse (to see whether it was
-// renewed). If the subscription connection drops, every waiter reads the
-// record at once and again after go-redis has subscribed anew, so a message
-// lost meanwhile costs nothing but those reads.
+// waiter costs a constant number of commands, not one per unit of time: two
+// reads to start, a read per message, and a read when the owner's lease is
+// due to lapse (to see whether it was renewed; an owner renewing as
+// documented moves that point once per lease at most). If the subscription
+// connection drops, every waiter reads the record at once and again after
+// go-redis has subscribed anew, so a message lost meanwhile costs nothing
+// but those reads.
 //
 // Wait returns ctx's error when ctx ends first, idem.ErrUnavailable when a
 // read fails, and idem.ErrUnavailable wrapping ErrClosed after Close.
