@@ -1,0 +1,79 @@
+package idem_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// deps lists the packages pkg imports, directly or not (standard library
+// included), as the go command resolves them.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// The layout rules of the design, checked on the real import graph: the
+// root package has no third-party imports, the layers never import each
+// other, and HTTP frameworks appear only in their adapters.
+func TestImportRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	const mod = "github.com/idemkit/idem"
+	frameworks := []string{"github.com/gin-gonic/", "github.com/labstack/echo", "github.com/go-chi/"}
+	for _, tc := range []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{mod, []string{"."}}, // "." matches any path with a dot: no third-party module
+		{mod + "/memlayer", append([]string{mod + "/redislayer", mod + "/sqllayer", mod + "/tiered"}, frameworks...)},
+		{mod + "/redislayer", append([]string{mod + "/sqllayer", mod + "/memlayer", mod + "/tiered", "net/http"}, frameworks...)},
+		{mod + "/sqllayer", append([]string{mod + "/redislayer", mod + "/memlayer", mod + "/tiered", "net/http"}, frameworks...)},
+		{mod + "/tiered", append([]string{mod + "/redislayer", mod + "/sqllayer", mod + "/memlayer", "github.com/redis/", "github.com/uptrace/"}, frameworks...)},
+		{mod + "/fingerprint", frameworks},
+		{mod + "/middleware", frameworks},
+	} {
+		t.Run(strings.TrimPrefix(tc.pkg, mod+"/"), func(t *testing.T) {
+			for _, d := range deps(t, tc.pkg) {
+				if d == tc.pkg {
+					continue
+				}
+				for _, f := range tc.forbidden {
+					bad := strings.HasPrefix(d, f)
+					if f == "." {
+						first, _, _ := strings.Cut(d, "/")
+						bad = strings.Contains(first, ".")
+					}
+					if bad {
+						t.Errorf("%s imports %s", tc.pkg, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Every package of the module has a doc.go.
+func TestEveryPackageHasDocGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}} {{join .GoFiles \",\"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		dir, files, _ := strings.Cut(line, " ")
+		if files == "" {
+			continue // a package of tests only
+		}
+		if !strings.Contains(","+files+",", ",doc.go,") {
+			t.Errorf("%s has no doc.go", dir)
+		}
+	}
+}
