@@ -2,6 +2,8 @@ package redislayer_test
 
 import (
 	"context"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,4 +53,48 @@ func TestConformanceResent(t *testing.T) {
 	}
 	storetest.Run(t, h)
 	storetest.RunFiller(t, h)
+}
+
+// oldServer is a client of a Redis before 7.0, which refuses SET with both
+// NX and GET as a syntax error.
+type oldServer struct {
+	redislayer.Client
+	refused *atomic.Int32
+}
+
+// redisError is an error reply, as go-redis reports one.
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
+
+func (c oldServer) Process(ctx context.Context, cmd redis.Cmder) error {
+	if cmd.Name() == "set" && slices.Contains(cmd.Args(), any("get")) {
+		c.refused.Add(1)
+		cmd.SetErr(redisError("ERR syntax error"))
+		return cmd.Err()
+	}
+	return c.Client.Process(ctx, cmd)
+}
+
+// TestConformanceOldServer: on a server that refuses NX with GET, Reserve
+// falls back to reserve.lua for good after the first refusal.
+func TestConformanceOldServer(t *testing.T) {
+	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
+	m := testenv.MiniRedis(t).Mini
+	var refused atomic.Int32
+	h := storetest.Harness{
+		New: func(t *testing.T) idem.Layer {
+			c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return newLayer(t, oldServer{c, &refused}, redislayer.WithTimeout(5*time.Second))
+		},
+		Advance: func(_ *testing.T, d time.Duration) { m.FastForward(d) },
+		Tick:    200 * time.Millisecond,
+		Keys:    100,
+	}
+	storetest.Run(t, h)
+	if n := refused.Load(); n == 0 {
+		t.Fatal("the old-server client was never asked for SET NX GET")
+	}
 }

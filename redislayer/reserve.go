@@ -54,7 +54,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		cmd := redis.NewStringCmd(c, "set", name, claim, "px", ttlMs, "nx", "get")
 		_ = l.client.Process(c, cmd)
 		v, err = cmd.Result()
-		if err != nil && !isNil(err) && redis.HasErrorPrefix(err, "ERR syntax error") {
+		if err != nil && !isNil(err) && redis.HasErrorPrefix(err, "syntax error") { // go-redis trims "ERR "
 			l.scriptOnly.Store(true) // Redis < 7.0: no NX with GET
 		}
 	}
