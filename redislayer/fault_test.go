@@ -86,6 +86,8 @@ func TestFaultPausedServer(t *testing.T) {
 	wantUnavailable(t, "paused", l, k, rec.Token)
 	if err := <-inflight; !errors.Is(err, idem.ErrUnavailable) {
 		t.Errorf("in-flight Reserve on a paused server: %v, want ErrUnavailable", err)
+	} else {
+		t.Logf("in-flight Reserve on a paused server: %v", err)
 	}
 
 	// The caller's cancellation stays the caller's.
@@ -111,7 +113,24 @@ func TestFaultKilledServer(t *testing.T) {
 	k := idem.NewKey("fault", "killed")
 	rec := claimOK(t, l, k)
 
+	// A call on the wire when the process dies: stopped first, so that the
+	// call is surely waiting for an answer when the kill comes.
+	s.Pause()
+	inflight := make(chan error, 1)
+	sent := make(chan struct{})
+	go func() {
+		close(sent)
+		_, _, err := l.Reserve(t.Context(), idem.NewKey("fault", "inflight-kill"), "fp", time.Minute, time.Minute)
+		inflight <- err
+	}()
+	<-sent
+	time.Sleep(20 * time.Millisecond) // the Reserve is written and waits for its reply
 	s.Kill()
+	if err := <-inflight; !errors.Is(err, idem.ErrUnavailable) {
+		t.Errorf("Reserve in flight when the server died: %v, want ErrUnavailable", err)
+	} else {
+		t.Logf("Reserve in flight when the server died: %v", err)
+	}
 	wantUnavailable(t, "killed", l, k, rec.Token)
 
 	s.Restart()
