@@ -40,7 +40,7 @@ func NewHandler(store *tiered.Store, opts ...Option) *Handler {
 
 // New returns net/http middleware that executes each guarded request once
 // per key (see the package documentation). It is chi middleware as it is:
-// router.Use(middleware.New(store)).
+// router.Use(middleware.New(store)). It panics when store is nil.
 func New(store *tiered.Store, opts ...Option) func(http.Handler) http.Handler {
 	h := NewHandler(store, opts...)
 	return func(next http.Handler) http.Handler {

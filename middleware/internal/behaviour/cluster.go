@@ -141,4 +141,3 @@ func (a *countingApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Set-Cookie", "session="+strconv.Itoa(n))
 	writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"key":%q,"run":%d}`, key, n))
 }
-
