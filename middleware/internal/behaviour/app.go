@@ -55,7 +55,8 @@ type payment struct {
 //	POST /other            200 JSON (another route for mismatch rows)
 //	POST /status/{code}    that status, JSON body
 //	POST /panic            panics before writing; /panic?late=1 after writing
-//	POST /flush            writes, flushes, writes
+//	POST /flush            sets a write deadline, writes, flushes, writes
+//	POST /hijack           hijacks the connection and answers on it
 //	POST /big?size=n       n bytes; &cl=1 declares Content-Length first
 //	POST /slow             waits for Release (or the context), then as /pay
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,12 +79,28 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		panic("behaviour: handler panic")
 	case path == "/flush":
+		rc := http.NewResponseController(w)
+		// Deadlines reach the server's writer only if every wrapper unwraps.
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			writeJSON(w, http.StatusInternalServerError, fmt.Sprintf(`{"deadline":%q}`, err))
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "part1;")
-		if err := http.NewResponseController(w).Flush(); err != nil {
+		if err := rc.Flush(); err != nil {
 			panic(err)
 		}
 		fmt.Fprintf(w, "part2;run=%d", n)
+	case path == "/hijack":
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, fmt.Sprintf(`{"hijack":%q}`, err))
+			return
+		}
+		defer conn.Close()
+		body := fmt.Sprintf("hijacked;run=%d", n)
+		fmt.Fprintf(brw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		brw.Flush()
 	case path == "/big":
 		size, _ := strconv.Atoi(r.URL.Query().Get("size"))
 		w.Header().Set("Content-Type", "application/octet-stream")

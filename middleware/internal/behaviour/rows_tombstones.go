@@ -47,3 +47,17 @@ func oversizedTombstone(t *testing.T, e *env) {
 	wantSame(t, a, s.send(t, q))
 	wantRuns(t, e, runs+1)
 }
+
+func hijackTombstone(t *testing.T, e *env) {
+	s := e.start(t, nil)
+	q := request{path: "/hijack", key: newKey(), body: payBody}
+	a := s.send(t, q)
+	if a.status != http.StatusOK || string(a.body) != "hijacked;run=1" {
+		t.Fatalf("hijacked answer %d %q", a.status, a.body)
+	}
+	p := wantProblem(t, s.send(t, q), http.StatusConflict, middleware.ProblemNotReplayable)
+	if p.OriginalStatus != 0 {
+		t.Fatalf("original_status %d, want none", p.OriginalStatus)
+	}
+	wantRuns(t, e, 1)
+}

@@ -30,6 +30,7 @@ var rows = []row{
 	{"panic after the response began", latePanic},
 	{"flush is a tombstone", flushTombstone},
 	{"oversized response is a tombstone", oversizedTombstone},
+	{"hijack is a tombstone", hijackTombstone},
 	{"tenants never meet", tenants},
 }
 
