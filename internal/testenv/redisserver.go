@@ -56,9 +56,10 @@ func startProcess(bin string, args []string) (*process, error) {
 	return p, nil
 }
 
-// kill ends the process and waits until it is reaped.
+// kill ends the process and waits until it is reaped. SIGKILL ends a
+// stopped process too, without letting it run (a SIGCONT first would let a
+// paused server answer what was waiting for it).
 func (p *process) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once continued
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
