@@ -2,6 +2,9 @@ package reliability_test
 
 import (
 	"context"
+	"flag"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +17,17 @@ import (
 func TestMain(m *testing.M) {
 	// go-redis logs each failed dial; the scenarios fail dials on purpose.
 	redis.SetLogger(quiet{})
+	// The property test's size, unless the command line or the environment
+	// sets it: small enough for the package's time budget.
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, v := range map[string]string{"rapid.checks": "20", "rapid.steps": "20", "rapid.nofailfile": "true"} {
+		env := "RAPID_" + strings.ToUpper(strings.TrimPrefix(name, "rapid."))
+		if _, ok := os.LookupEnv(env); !ok && !set[name] {
+			_ = flag.Set(name, v)
+		}
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,0 +1,537 @@
+package reliability_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/faultlayer"
+	"github.com/idemkit/idem/tiered"
+)
+
+// The property test drives three Stores over one Redis and one database
+// with random bursts of concurrent calls and random faults between bursts,
+// and checks after every step:
+//
+//   - a key's function succeeds at most once while its record lives, and
+//     two runs of one key never overlap (a run that failed released the key,
+//     so another may follow it);
+//   - every caller that succeeded got the bytes of that one successful run
+//     (Once: duplicate only when that run exists, not duplicate only when
+//     its own function ran);
+//   - every error is one the faults and the calls in flight explain:
+//     ErrMismatch only when a run with the other fingerprint had started,
+//     ErrInFlight only while another run of the key was in flight,
+//     ErrLeaseLost only when a run lost its lease, a function's own error
+//     or panic only when a failing run of the key shared the caller's
+//     execution, never ErrUnavailable (no fault here takes the deciding
+//     tier away);
+//   - every Redis key under the test's prefix has a TTL;
+//   - once every call has returned, no claim is left in progress in SQL
+//     (none whose lease lapsed by the database clock, and none at all).
+//
+// A Verify step clears the faults and asks every key again: a key whose
+// function succeeded replays its bytes (and refuses the other
+// fingerprint); a key whose runs all failed runs now, once.
+
+const (
+	propLease = 600 * time.Millisecond
+	propWait  = 3 * time.Second
+	propSlow  = 900 * time.Millisecond // longer than the lease: renewals must work
+	propDelay = 60 * time.Millisecond  // "SQL slow"
+	doKeys    = 3
+	onceKeys  = 2
+)
+
+var (
+	errBoom    = errors.New("the function failed")
+	errRefused = errors.New("renewal refused by an injected fault")
+)
+
+// opKind is what one call does.
+type opKind int
+
+const (
+	opOK       opKind = iota // Do, the function succeeds
+	opMismatch               // Do with the other fingerprint, succeeds
+	opFail                   // Do, the function returns an error
+	opPanic                  // Do, the function panics
+	opSlow                   // Do, the function outlives the lease (or stops when it is lost)
+	opCancel                 // Do, the caller gives up while the work runs
+	opOnce                   // Once, succeeds
+	opOnceFail               // Once, fails
+	numOps
+)
+
+var opNames = [...]string{"ok", "mismatch", "fail", "panic", "slow", "cancel", "once", "once-fail"}
+
+func (k opKind) String() string { return opNames[k] }
+
+func (k opKind) once() bool { return k == opOnce || k == opOnceFail }
+
+// op is one call of a burst.
+type op struct {
+	kind opKind
+	node int
+	key  int // index into the Do keys, or the Once keys for Once ops
+}
+
+// run is one execution of a guarded function.
+type run struct {
+	fp         string
+	node       int
+	kind       opKind
+	start, end int64 // sequence numbers
+	ok         bool
+	val        []byte
+	leaseLost  bool
+}
+
+// keyHist is everything that happened to one key.
+type keyHist struct {
+	calls     []*callRec
+	runs      []*run
+	active    int
+	overlaps  int
+	successes int
+	success   *run
+}
+
+// callRec is one call and what it returned.
+type callRec struct {
+	op         op
+	fp         string
+	start, end int64
+	res        tiered.Result
+	dup        bool
+	err        error
+	ranOwn     bool // this call's own function ran
+}
+
+// propEnv is the three Stores of one backend, kept across checks.
+type propEnv struct {
+	b       *backend
+	nodes   []*node
+	checkNo atomic.Int64
+	cases   atomic.Int64
+	steps   atomic.Int64
+	calls   atomic.Int64
+}
+
+// propModel is the state of one check.
+type propModel struct {
+	env   *propEnv
+	keys  []idem.Key // doKeys Do keys, then onceKeys Once keys
+	seq   atomic.Int64
+	mu    sync.Mutex // guards hist
+	hist  map[[idem.KeySize]byte]*keyHist
+	valNo atomic.Int64
+
+	// faults in force per node
+	redisDown, sqlSlow, renewRefused []bool
+}
+
+func (m *propModel) now() int64 { return m.seq.Add(1) }
+
+func (m *propModel) hist0(k idem.Key) *keyHist {
+	d := k.Digest()
+	h := m.hist[d]
+	if h == nil {
+		h = &keyHist{}
+		m.hist[d] = h
+	}
+	return h
+}
+
+func (m *propModel) key(o op) idem.Key {
+	if o.kind.once() {
+		return m.keys[doKeys+o.key]
+	}
+	return m.keys[o.key]
+}
+
+func fpOf(o op) string {
+	switch {
+	case o.kind.once():
+		return "once"
+	case o.kind == opMismatch:
+		return "fp-B"
+	}
+	return "fp-A"
+}
+
+// fn returns the guarded function of one call; ran is set when it runs.
+func (m *propModel) fn(o op, k idem.Key, ran *atomic.Bool, started chan<- struct{}) tiered.Func {
+	fp := fpOf(o)
+	return func(ctx context.Context) (val []byte, err error) {
+		ran.Store(true)
+		r := &run{fp: fp, node: o.node, kind: o.kind}
+		m.mu.Lock()
+		h := m.hist0(k)
+		r.start = m.now()
+		h.runs = append(h.runs, r)
+		h.active++
+		if h.active > 1 {
+			h.overlaps++
+		}
+		m.mu.Unlock()
+		panicked := true // until the function returns
+		defer func() {
+			m.mu.Lock()
+			h.active--
+			r.end = m.now()
+			if err == nil && !panicked {
+				r.ok, r.val = true, val
+				h.successes++
+				h.success = r
+			}
+			m.mu.Unlock()
+		}()
+		if started != nil {
+			close(started)
+		}
+		defer func() {
+			if recover() == nil {
+				panicked = false
+			} else {
+				panic(errBoom)
+			}
+		}()
+		v := fmt.Appendf(nil, "%s run %d on node %d", k.String(), m.valNo.Add(1), o.node)
+		switch o.kind {
+		case opFail, opOnceFail:
+			return []byte("partial"), errBoom
+		case opPanic:
+			panic(errBoom)
+		case opSlow:
+			t := time.NewTimer(propSlow)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				r.leaseLost = errors.Is(context.Cause(ctx), idem.ErrLeaseLost)
+				return nil, ctx.Err()
+			}
+		case opCancel:
+			// Give the caller time to give up while the work runs.
+			t := time.NewTimer(20 * time.Millisecond)
+			defer t.Stop()
+			<-t.C
+		}
+		if o.kind.once() {
+			return nil, nil
+		}
+		return v, nil
+	}
+}
+
+// call makes one call of op and records it.
+func (m *propModel) call(ctx context.Context, o op) *callRec {
+	k := m.key(o)
+	c := &callRec{op: o, fp: fpOf(o)}
+	var ran atomic.Bool
+	n := m.env.nodes[o.node]
+	var started chan struct{}
+	if o.kind == opCancel {
+		started = make(chan struct{})
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { // the caller that gives up
+			defer close(done)
+			t := time.NewTimer(30 * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-started:
+			case <-t.C:
+			case <-stop:
+				return
+			}
+			cancel()
+		}()
+		defer func() { close(stop); <-done }()
+		ctx = cctx
+	}
+	fn := m.fn(o, k, &ran, started)
+	m.mu.Lock()
+	c.start = m.now()
+	h := m.hist0(k)
+	h.calls = append(h.calls, c)
+	m.mu.Unlock()
+	if o.kind.once() {
+		c.dup, c.err = n.Once(ctx, k, func(ctx context.Context) error {
+			_, err := fn(ctx)
+			return err
+		})
+	} else {
+		c.res, c.err = n.Do(ctx, k, c.fp, fn)
+	}
+	m.mu.Lock()
+	c.end = m.now()
+	m.mu.Unlock()
+	c.ranOwn = ran.Load()
+	m.env.calls.Add(1)
+	return c
+}
+
+// burst runs ops concurrently from one start signal, then, for each caller
+// that gave up, the same call again on the same node: it joins the work
+// still running or finds its outcome, so that every execution has ended
+// when burst returns.
+func (m *propModel) burst(t *rapid.T, ops []op) []*callRec {
+	recs := make([]*callRec, len(ops))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, o := range ops {
+		wg.Go(func() {
+			<-start
+			recs[i] = m.call(context.Background(), o)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, c := range recs {
+		if c.op.kind == opCancel {
+			follow := c.op
+			follow.kind = opOK
+			recs = append(recs, m.call(context.Background(), follow))
+		}
+	}
+	return recs
+}
+
+// explain fails t unless c's outcome is one the model allows.
+func (m *propModel) explain(t *rapid.T, c *callRec) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := m.key(c.op)
+	h := m.hist0(k)
+	during := func(r *run) bool { return r.start < c.end && (r.end == 0 || r.end > c.start) }
+	someRun := func(pred func(r *run) bool) bool {
+		for _, r := range h.runs {
+			if pred(r) {
+				return true
+			}
+		}
+		return false
+	}
+	// Another call of the key overlapping this one may have held a claim
+	// (in Redis first) before its function started, or without running it.
+	otherCall := func(pred func(o *callRec) bool) bool {
+		for _, o := range h.calls {
+			if o != c && o.start < c.end && o.end > c.start && pred(o) {
+				return true
+			}
+		}
+		return false
+	}
+	desc := fmt.Sprintf("%v on node %d, key %d: res %q replayed=%v dup=%v err=%v (own fn ran %v)",
+		c.op.kind, c.op.node, c.op.key, c.res.Value, c.res.Replayed, c.dup, c.err, c.ranOwn)
+	switch {
+	case c.err == nil:
+		if h.success == nil {
+			t.Fatalf("%s: success with no successful run of the key", desc)
+		}
+		if h.success.fp != c.fp {
+			t.Fatalf("%s: success for fingerprint %s, but the key's run was for %s", desc, c.fp, h.success.fp)
+		}
+		if c.op.kind.once() {
+			if c.dup == c.ranOwn {
+				t.Fatalf("%s: duplicate must mean the caller's function did not run", desc)
+			}
+			return
+		}
+		if string(c.res.Value) != string(h.success.val) {
+			t.Fatalf("%s: got %q, the key's one successful run returned %q", desc, c.res.Value, h.success.val)
+		}
+	case errors.Is(c.err, idem.ErrMismatch):
+		if !someRun(func(r *run) bool { return r.fp != c.fp && r.start < c.end }) && !otherCall(func(o *callRec) bool { return o.fp != c.fp }) {
+			t.Fatalf("%s: mismatch, but no call with another fingerprint had come", desc)
+		}
+	case errors.Is(c.err, idem.ErrInFlight):
+		if !someRun(func(r *run) bool { return during(r) }) && !otherCall(func(*callRec) bool { return true }) {
+			t.Fatalf("%s: in flight, but nothing else of the key was in flight", desc)
+		}
+	case errors.Is(c.err, idem.ErrLeaseLost):
+		if !someRun(func(r *run) bool { return r.leaseLost && during(r) }) {
+			t.Fatalf("%s: lease lost, but no run of the key lost its lease", desc)
+		}
+	case errors.Is(c.err, errBoom):
+		if !someRun(func(r *run) bool {
+			return (r.kind == opFail || r.kind == opOnceFail || r.kind == opPanic) && r.fp == c.fp && during(r)
+		}) {
+			t.Fatalf("%s: a function's failure, but no failing run of the key was in flight", desc)
+		}
+	case errors.Is(c.err, context.Canceled):
+		if c.op.kind != opCancel {
+			t.Fatalf("%s: cancelled, but this caller did not give up", desc)
+		}
+	default:
+		t.Fatalf("%s: an error no fault explains", desc)
+	}
+}
+
+// checkStores fails t when a stored state breaks an invariant.
+func (m *propModel) checkStores(t *rapid.T) {
+	m.mu.Lock()
+	for d, h := range m.hist {
+		if h.successes > 1 {
+			t.Fatalf("key %x: the function succeeded %d times", d[:8], h.successes)
+		}
+		if h.overlaps > 0 {
+			t.Fatalf("key %x: %d runs overlapped another run of the key", d[:8], h.overlaps)
+		}
+	}
+	m.mu.Unlock()
+	ctx := context.Background()
+	b := m.env.b
+	if keys, err := b.immortalKeys(ctx); err != nil || len(keys) > 0 {
+		t.Fatalf("Redis keys without a TTL: %v (%v)", keys, err)
+	}
+	if n, err := b.countRows(ctx, b.lapsedWhere()); err != nil || n > 0 {
+		t.Fatalf("%d SQL claims in progress whose lease lapsed by the database clock (%v)", n, err)
+	}
+	if n, err := b.countRows(ctx, "state = 1"); err != nil || n > 0 {
+		t.Fatalf("%d SQL claims left in progress after every call returned (%v)", n, err)
+	}
+}
+
+// verify clears every fault and asks every key once more: a key whose
+// function succeeded replays those bytes and refuses the other fingerprint;
+// a key whose runs all failed (released) runs now, exactly once.
+func (m *propModel) verify(t *rapid.T) {
+	for i, n := range m.env.nodes {
+		n.redis.Up()
+		n.sql.Up()
+		m.redisDown[i], m.sqlSlow[i], m.renewRefused[i] = false, false, false
+	}
+	for i := range doKeys + onceKeys {
+		node := rapid.IntRange(0, len(m.env.nodes)-1).Draw(t, "verify node")
+		o := op{kind: opOK, node: node, key: i}
+		if i >= doKeys {
+			o = op{kind: opOnce, node: node, key: i - doKeys}
+		}
+		k := m.key(o)
+		m.mu.Lock()
+		before := m.hist0(k).success
+		m.mu.Unlock()
+		if before != nil && !o.kind.once() && before.fp != fpOf(o) {
+			o.kind = opMismatch // ask with the fingerprint that was stored
+		}
+		c := m.call(context.Background(), o)
+		m.explain(t, c)
+		if before != nil && (c.err != nil || c.ranOwn || (!o.kind.once() && !c.res.Replayed) || (o.kind.once() && !c.dup)) {
+			t.Fatalf("verify key %d: it succeeded before, want a replay without a run; got %+v", i, c)
+		}
+		if before == nil && (c.err != nil || !c.ranOwn) {
+			t.Fatalf("verify key %d: every run failed before (released), want a run now; got %+v", i, c)
+		}
+		if !o.kind.once() {
+			other := o
+			other.kind = opMismatch
+			if o.kind == opMismatch {
+				other.kind = opOK
+			}
+			c2 := m.call(context.Background(), other)
+			if !errors.Is(c2.err, idem.ErrMismatch) || c2.ranOwn {
+				t.Fatalf("verify key %d with the other fingerprint: %+v, want ErrMismatch", i, c2)
+			}
+		}
+	}
+}
+
+// TestPropertyRandomInterleavingsUnderFaults runs the state machine on the
+// real services (test-owned redis-server, Postgres) and on the embedded
+// pair. -rapid.checks and -rapid.steps scale it (defaults set in TestMain).
+func TestPropertyRandomInterleavingsUnderFaults(t *testing.T) {
+	eachBackend(t, ownedBackend, func(t *testing.T, b *backend) {
+		env := &propEnv{b: b}
+		for range 3 {
+			env.nodes = append(env.nodes, b.node(t, withStore(
+				tiered.WithLease(propLease), tiered.WithWait(propWait),
+				tiered.WithTimeouts(redisTimeout, 2*time.Second),
+				tiered.WithRedisFallback(3, 200*time.Millisecond))))
+		}
+		rapid.Check(t, func(rt *rapid.T) {
+			env.cases.Add(1)
+			no := env.checkNo.Add(1)
+			m := &propModel{env: env, hist: map[[idem.KeySize]byte]*keyHist{},
+				redisDown: make([]bool, 3), sqlSlow: make([]bool, 3), renewRefused: make([]bool, 3)}
+			for i := range doKeys + onceKeys {
+				m.keys = append(m.keys, idem.NewKey(fmt.Sprintf("check-%d", no), fmt.Sprintf("key-%d", i)))
+			}
+			defer func() { // leave no fault to the next check
+				for _, n := range env.nodes {
+					n.redis.Up()
+					n.sql.Up()
+				}
+			}()
+			nodeGen := rapid.IntRange(0, 2)
+			rt.Repeat(map[string]func(*rapid.T){
+				"burst": func(rt *rapid.T) {
+					env.steps.Add(1)
+					count := rapid.IntRange(1, 4).Draw(rt, "calls")
+					ops := make([]op, count)
+					for i := range ops {
+						kind := opKind(rapid.IntRange(0, int(numOps)-1).Draw(rt, "kind"))
+						if kind == opSlow && rapid.IntRange(0, 2).Draw(rt, "keep slow") != 0 {
+							kind = opOK // slow calls cost a lease each: keep them rare
+						}
+						nkeys := doKeys
+						if kind.once() {
+							nkeys = onceKeys
+						}
+						ops[i] = op{kind: kind, node: nodeGen.Draw(rt, "node"), key: rapid.IntRange(0, nkeys-1).Draw(rt, "key")}
+					}
+					for _, c := range m.burst(rt, ops) {
+						m.explain(rt, c)
+					}
+				},
+				"redis down": func(rt *rapid.T) {
+					n := nodeGen.Draw(rt, "node")
+					m.redisDown[n] = true
+					env.nodes[n].redis.Down()
+				},
+				"redis up": func(rt *rapid.T) {
+					n := nodeGen.Draw(rt, "node")
+					m.redisDown[n] = false
+					env.nodes[n].redis.Up()
+				},
+				"sql slow": func(rt *rapid.T) {
+					n := nodeGen.Draw(rt, "node")
+					m.sqlSlow[n] = true
+					env.nodes[n].sql.Delay(propDelay)
+				},
+				"sql fast": func(rt *rapid.T) {
+					n := nodeGen.Draw(rt, "node")
+					m.sqlSlow[n] = false
+					env.nodes[n].sql.Delay(0)
+				},
+				"refuse renewals": func(rt *rapid.T) {
+					n := nodeGen.Draw(rt, "node")
+					m.renewRefused[n] = true
+					env.nodes[n].sql.Fail(errRefused, faultlayer.Renew)
+				},
+				"allow renewals": func(rt *rapid.T) {
+					n := nodeGen.Draw(rt, "node")
+					m.renewRefused[n] = false
+					env.nodes[n].sql.Fail(nil, faultlayer.Renew)
+				},
+				"verify": func(rt *rapid.T) {
+					env.steps.Add(1)
+					m.verify(rt)
+				},
+				"": m.checkStores,
+			})
+		})
+		t.Logf("%s: %d cases, %d call steps, %d calls", b.name, env.cases.Load(), env.steps.Load(), env.calls.Load())
+	})
+}
