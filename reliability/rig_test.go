@@ -177,24 +177,32 @@ func (b *backend) redisRecord(t *testing.T, k idem.Key) redisRecord {
 
 // keysWithoutTTL returns the keys under the backend's prefix that would
 // live forever (PTTL -1).
-func (b *backend) keysWithoutTTL(t *testing.T) []string {
+func (b *backend) keysWithoutTTL(t testing.TB) []string {
 	t.Helper()
-	ctx := context.Background()
+	keys, err := b.immortalKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// immortalKeys is keysWithoutTTL for callers that are not a test.
+func (b *backend) immortalKeys(ctx context.Context) ([]string, error) {
 	var out []string
 	iter := b.rdb.Scan(ctx, 0, b.st.Prefix+"*", 200).Iterator()
 	for iter.Next(ctx) {
 		ttl, err := b.rdb.PTTL(ctx, iter.Val()).Result()
 		if err != nil {
-			t.Fatalf("PTTL %s: %v", iter.Val(), err)
+			return nil, fmt.Errorf("PTTL %s: %w", iter.Val(), err)
 		}
 		if ttl == -1 { // -2: gone since the scan
 			out = append(out, iter.Val())
 		}
 	}
 	if err := iter.Err(); err != nil {
-		t.Fatalf("SCAN %s*: %v", b.st.Prefix, err)
+		return nil, fmt.Errorf("SCAN %s*: %w", b.st.Prefix, err)
 	}
-	return out
+	return out, nil
 }
 
 // redisKeys counts the keys under the backend's prefix.
@@ -255,7 +263,16 @@ func (b *backend) sqlRow(t testing.TB, k idem.Key) sqlRow {
 // sqlCount counts the rows of the records table that match where.
 func (b *backend) sqlCount(t testing.TB, where string, args ...any) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	n, err := b.countRows(context.Background(), where, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// countRows is sqlCount for callers that are not a test.
+func (b *backend) countRows(ctx context.Context, where string, args ...any) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var n int
 	q := "SELECT count(*) FROM " + b.st.Records
@@ -263,16 +280,19 @@ func (b *backend) sqlCount(t testing.TB, where string, args ...any) int {
 		q += " WHERE " + where
 	}
 	if err := b.admin.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
-		t.Fatalf("count rows: %v", err)
+		return 0, fmt.Errorf("count rows: %w", err)
 	}
-	return n
+	return n, nil
 }
 
-// lapsedClaims counts in-progress rows whose lease has lapsed by the
+// lapsedWhere selects in-progress rows whose lease has lapsed by the
 // database's clock: claims no one owns any more.
+func (b *backend) lapsedWhere() string { return "state = 1 AND lease_until <= " + b.dbNow() }
+
+// lapsedClaims counts in-progress rows whose lease has lapsed.
 func (b *backend) lapsedClaims(t testing.TB) int {
 	t.Helper()
-	return b.sqlCount(t, "state = 1 AND lease_until <= "+b.dbNow())
+	return b.sqlCount(t, b.lapsedWhere())
 }
 
 // requireCompleted fails unless k's row is completed with want.
