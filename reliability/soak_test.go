@@ -90,10 +90,10 @@ type soakKey struct {
 // soakStats counts what the callers saw.
 type soakStats struct {
 	calls, runs, replays, mismatches, fnErrors atomic.Int64
-	inFlight, unavailable, leaseLost, other     atomic.Int64
-	onceDuplicates                              atomic.Int64
-	mu                                          sync.Mutex
-	others                                      map[string]int
+	inFlight, unavailable, leaseLost, other    atomic.Int64
+	onceDuplicates                             atomic.Int64
+	mu                                         sync.Mutex
+	others                                     map[string]int
 }
 
 func (s *soakStats) classify(err error) {
