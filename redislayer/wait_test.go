@@ -102,3 +102,44 @@ func TestWaitCostsConstantCommands(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishOnlyWhenWaited: a completion no one waits for sends no
+// message; once a Wait has read the record, Complete publishes.
+func TestPublishOnlyWhenWaited(t *testing.T) {
+	l, m := miniLayer(t, redislayer.WithPrefix("pub:"))
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	ps := c.PSubscribe(t.Context(), "pub:*")
+	defer ps.Close()
+	if _, err := ps.Receive(t.Context()); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	lone := idem.NewKey("pub", "lone")
+	rec, _, err := l.Reserve(t.Context(), lone, "fp", time.Minute, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(t.Context(), lone, rec.Token, []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waited := idem.NewKey("pub", "waited")
+	rec, _, err = l.Reserve(t.Context(), waited, "fp", time.Minute, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.Wait(ctx, waited); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait: %v", err)
+	}
+	if err := l.Complete(t.Context(), waited, rec.Token, []byte("y"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := ps.ReceiveMessage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "pub:{" + waited.Hex() + "}:done"; msg.Channel != want {
+		t.Fatalf("first message on %s, want %s (the unwaited completion published)", msg.Channel, want)
+	}
+}
