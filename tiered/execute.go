@@ -62,6 +62,14 @@ func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func
 		if claimed {
 			return rec.Token, outcome{}, false
 		}
+		if s.sql != nil && !rec.Completed() {
+			// Redis says in progress. With SQL configured that is not the
+			// last word: the claim may be an orphan (applied, but its reply
+			// lost, so its owner never knew and never released it) that
+			// outlives a result SQL holds or a release SQL saw. SQL decides,
+			// and the wait for the owner uses Redis's completion signal.
+			return "", outcome{}, false
+		}
 		if rec.Fingerprint != fp {
 			s.observe(ctx, idem.EventMismatch, idem.TierRedis, key, 0, nil)
 			return "", outcome{err: idem.ErrMismatch}, true
@@ -170,19 +178,62 @@ func (s *Store) sqlPhase(ctx context.Context, key idem.Key, fp string, fn Func, 
 			return "", s.replay(ctx, key, fp, rec, idem.TierSQL, waited, start), true
 		}
 		// In progress: another owner works (or its lease has not lapsed by
-		// the database clock). Poll Reserve, which also takes over an
-		// expired lease, until the deadline.
+		// the database clock). Wait for its completion signal or poll, then
+		// Reserve again — which also takes over an expired lease — until the
+		// deadline.
 		if !time.Now().Add(pause).Before(deadline) {
 			s.releaseRedis(key, rtok)
 			s.observe(ctx, idem.EventInFlight, idem.TierSQL, key, time.Since(start), nil)
 			return "", outcome{err: idem.ErrInFlight}, true
 		}
 		waited = true
-		if !sleep(ctx, pause) {
+		if rec, ok := s.awaitSignal(ctx, key, rtok, pause, deadline); ok {
+			if rec.Fingerprint == fp {
+				s.releaseRedis(key, rtok)
+				return "", s.replay(ctx, key, fp, rec, idem.TierRedis, true, start), true
+			}
+			continue // not ours to replay: ask SQL again
+		}
+		if ctx.Err() != nil {
 			s.releaseRedis(key, rtok)
 			return "", outcome{err: ErrClosed}, true
 		}
 	}
+}
+
+// maxSignalWait bounds one wait for Redis's completion signal before SQL is
+// asked again, for owners whose result never reaches Redis.
+const maxSignalWait = time.Second
+
+// awaitSignal waits for the in-progress owner of key to finish while SQL
+// says it is still working. Through Redis's completion signal when Redis has
+// one, is up, and this process does not itself hold the Redis claim (then
+// the owner's completion reaches Redis only by back-fill): it returns a
+// completed record from Redis with ok true, or ok false when the wait ended
+// otherwise. Without a signal it sleeps pause. Either way it returns by
+// deadline.
+func (s *Store) awaitSignal(ctx context.Context, key idem.Key, rtok string, pause time.Duration, deadline time.Time) (idem.Record, bool) {
+	if s.waiter != nil && rtok == "" && !s.health.isOff() {
+		until := time.Now().Add(maxSignalWait)
+		if deadline.Before(until) {
+			until = deadline
+		}
+		wctx, cancel := context.WithDeadline(ctx, until)
+		began := time.Now()
+		rec, err := s.waiter.Wait(wctx, key)
+		cancel()
+		switch {
+		case err == nil && rec.Completed():
+			return rec, true
+		case err != nil && wctx.Err() == nil && ctx.Err() == nil && !errors.Is(err, idem.ErrNotFound):
+			s.redisFailed(ctx, key, err)
+		}
+		if time.Since(began) >= pause {
+			return idem.Record{}, false // waited long enough: ask SQL again
+		}
+	}
+	sleep(ctx, pause)
+	return idem.Record{}, false
 }
 
 // undecided handles a deciding tier that cannot answer: fail closed, or run

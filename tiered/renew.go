@@ -24,7 +24,12 @@ func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key i
 		every := s.cfg.lease / 3
 		t := time.NewTicker(every)
 		defer t.Stop()
-		lastOK := time.Now()
+		// expiry is when the lease lapses at the latest, as far as this
+		// process can tell: a lease runs from when the store executed the
+		// claim or renewal, which is after it was sent, so the send time
+		// minus a margin for clock rate and scheduling is safe.
+		margin := s.cfg.lease / 10
+		expiry := time.Now().Add(s.cfg.lease - margin)
 		for {
 			select {
 			case <-done:
@@ -33,15 +38,18 @@ func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key i
 				return
 			case <-t.C:
 			}
-			decided, lost := s.renewOnce(ctx, key, stok, &rtok)
+			sent := time.Now()
+			// A renewal that has not succeeded by the expiry is worthless:
+			// bound it by the lease, not only by the tier's timeout.
+			decided, lost := s.renewOnce(ctx, key, stok, &rtok, expiry)
 			if lost {
 				s.observe(ctx, idem.EventLeaseLost, s.decider(), key, 0, idem.ErrLeaseLost)
 				cancel(idem.ErrLeaseLost)
 				return
 			}
 			if decided {
-				lastOK = time.Now()
-			} else if time.Since(lastOK)+every >= s.cfg.lease {
+				expiry = sent.Add(s.cfg.lease - margin)
+			} else if time.Until(expiry) <= every {
 				// The next renewal would come after the lease lapses: another
 				// owner may take over, so this one must stop.
 				s.observe(ctx, idem.EventLeaseLost, s.decider(), key, 0, idem.ErrUnavailable)
@@ -56,11 +64,12 @@ func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key i
 	}
 }
 
-// renewOnce renews each claim once. decided reports whether the deciding
-// tier renewed; lost whether it refused the token.
-func (s *Store) renewOnce(ctx context.Context, key idem.Key, stok string, rtok *string) (decided, lost bool) {
+// renewOnce renews each claim once, each call bounded by expiry. decided
+// reports whether the deciding tier renewed; lost whether it refused the
+// token.
+func (s *Store) renewOnce(ctx context.Context, key idem.Key, stok string, rtok *string, expiry time.Time) (decided, lost bool) {
 	if stok != "" {
-		sctx, c := context.WithTimeout(ctx, s.cfg.sqlTimeout)
+		sctx, c := context.WithTimeout(ctx, min(s.cfg.sqlTimeout, time.Until(expiry)))
 		err := s.sql.Renew(sctx, key, stok, s.cfg.lease)
 		c()
 		if errors.Is(err, idem.ErrLeaseLost) {
@@ -72,7 +81,7 @@ func (s *Store) renewOnce(ctx context.Context, key idem.Key, stok string, rtok *
 		}
 	}
 	if *rtok != "" {
-		rctx, c := context.WithTimeout(ctx, s.cfg.redisTimeout)
+		rctx, c := context.WithTimeout(ctx, min(s.cfg.redisTimeout, time.Until(expiry)))
 		err := s.redis.Renew(rctx, key, *rtok, s.cfg.lease)
 		c()
 		switch {
