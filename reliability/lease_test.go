@@ -207,3 +207,44 @@ func TestStoreClosedMidWork(t *testing.T) {
 		}
 	})
 }
+
+// TestRenewalStuckPastLeaseCancelsWork: one renewal hangs (a stalled
+// network, a pool with no free connection) for longer than the rest of the
+// lease but under the SQL timeout. The owner must be cancelled before its
+// lease lapses in the database, so that when another instance takes over,
+// the first run has already been told to stop: two runs never overlap
+// unknowingly.
+func TestRenewalStuckPastLeaseCancelsWork(t *testing.T) {
+	eachBackend(t, sharedBackend, func(t *testing.T, b *backend) {
+		const lease = 3 * time.Second
+		a := b.node(t, withStore(tiered.WithLease(lease), tiered.WithLocalCache(0, 0, 0)))
+		a.sql.Delay(10*time.Second, faultlayer.Renew) // each renewal hangs until its context ends
+		k := newKey(t)
+		ownerCtx := make(chan context.Context, 1)
+		release := make(chan struct{})
+		owner := goDo(t.Context(), a, k, "fp", func(ctx context.Context) ([]byte, error) {
+			ownerCtx <- ctx
+			<-release
+			return []byte("first"), ctx.Err()
+		})
+		octx := <-ownerCtx
+		second := b.node(t, withStore(tiered.WithLease(lease), tiered.WithWait(20*time.Second), tiered.WithLocalCache(0, 0, 0)))
+		var firstStopped atomic.Bool
+		r, err := second.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) {
+			firstStopped.Store(octx.Err() != nil)
+			return []byte("second"), nil
+		})
+		close(release)
+		first := receive(t, owner)
+		if err != nil || string(r.Value) != "second" {
+			t.Fatalf("second instance: %+v, %v; want it to take the lapsed lease over", r, err)
+		}
+		if !firstStopped.Load() {
+			t.Fatal("the second run started while the first owner's work was not cancelled: its lease lapsed during a stuck renewal")
+		}
+		if !errors.Is(first.err, idem.ErrLeaseLost) || !errors.Is(context.Cause(octx), idem.ErrLeaseLost) {
+			t.Fatalf("first owner: %v, context cause %v; want ErrLeaseLost", first, context.Cause(octx))
+		}
+		b.requireCompleted(t, k, "second")
+	})
+}
