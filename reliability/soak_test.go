@@ -90,6 +90,7 @@ type soakKey struct {
 // soakStats counts what the callers saw.
 type soakStats struct {
 	calls, runs, replays, mismatches, fnErrors atomic.Int64
+	refused                                    atomic.Int64 // ErrMismatch for the key's own request
 	inFlight, unavailable, leaseLost, other    atomic.Int64
 	onceDuplicates                             atomic.Int64
 	mu                                         sync.Mutex
@@ -256,6 +257,10 @@ func TestSoak(t *testing.T) {
 			k = newSoakKey(false)
 		}
 		res, err := n.Do(c, k.key, k.fp, fnFor(k, fail))
+		if errors.Is(err, idem.ErrMismatch) {
+			stats.refused.Add(1) // this request is the key's own: never a mismatch
+			t.Errorf("key %v: its own request got %v", k.key, err)
+		}
 		if err != nil {
 			stats.classify(err)
 			return
@@ -400,7 +405,7 @@ func TestSoak(t *testing.T) {
   calls          %d
   executions     %d  (keys whose fn succeeded: %d of %d)
   successes      %d  (replays %d, Once duplicates %d)
-  mismatches     %d
+  mismatches     %d  (own requests refused as mismatches: %d)
   errors         in_flight=%d unavailable=%d lease_lost=%d fn_error=%d other=%d %s
   double runs    %d
   lost results   %d
@@ -409,7 +414,7 @@ func TestSoak(t *testing.T) {
   goroutines     baseline %d, after close %d
   pg connections baseline %d, high-water %d, after close %d`,
 		dur, stats.calls.Load(), stats.runs.Load(), succeededKeys, len(keys),
-		answers, stats.replays.Load(), stats.onceDuplicates.Load(), stats.mismatches.Load(),
+		answers, stats.replays.Load(), stats.onceDuplicates.Load(), stats.mismatches.Load(), stats.refused.Load(),
 		stats.inFlight.Load(), stats.unavailable.Load(), stats.leaseLost.Load(), stats.fnErrors.Load(), stats.other.Load(), strings.Join(others, "; "),
 		doubles, lost, wrongAnswers, inProgress, len(immortal), baseGoroutines, goroutines, basePG, maxPG.Load(), conns)
 	if doubles > 0 || lost > 0 || wrongAnswers > 0 {
