@@ -21,16 +21,26 @@ import (
 // The benchmarks run on the real Postgres only (they skip without it). Each
 // runs the layer and a hand-written reference of the same work through the
 // same *bun.DB pool (the driver's own $N arguments, as the layer sends
-// them), at 1 and 16 goroutines. Compare runs with benchstat.
+// them), at 1 and 16 goroutines. Besides time they report cpu-µs/op and
+// srv-µs/op (see cpuMeter), steadier than time on a shared machine. Compare
+// runs with benchstat.
 
-// benchDB opens one pgx pool of 16 connections with fresh tables.
-func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, string) {
+// benchApp is the application_name of the benchmarks' pool, by which the
+// processor time of the backends that serve it is found.
+var benchApp string
+
+// benchDB opens one pgx pool of 16 connections with fresh tables, and
+// returns it with a Layer that reads first (the default), one that claims
+// first (WithClaimFirst) and the records table.
+func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, *sqllayer.Layer, string) {
 	b.Helper()
 	dsn, err := testenv.PostgresDSN()
 	if err != nil {
 		b.Skipf("postgres unavailable: %v", err)
 	}
-	sqldb, err := sql.Open("pgx", dsn)
+	benchApp = testenv.Name("idembench")
+	pg := testenv.WithApplicationName(b, &testenv.SQL{Kind: "postgres", DSN: dsn, Real: true}, benchApp)
+	sqldb, err := sql.Open("pgx", pg.DSN)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,18 +54,24 @@ func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, string) {
 		}
 		_ = db.Close()
 	})
-	l := sqllayer.New(db, sqllayer.WithRecordsTable(names[0]), sqllayer.WithEventsTable(names[1]), sqllayer.WithVersionsTable(names[2]))
+	opts := []sqllayer.Option{sqllayer.WithRecordsTable(names[0]), sqllayer.WithEventsTable(names[1]), sqllayer.WithVersionsTable(names[2])}
+	l := sqllayer.New(db, opts...)
 	if err := l.Init(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	return db, l, names[0]
+	return db, l, sqllayer.New(db, append(opts, sqllayer.WithClaimFirst(true))...), names[0]
 }
 
 // parallel runs body at g goroutines: a plain loop for 1, RunParallel with
-// enough parallelism for g otherwise.
+// enough parallelism for g otherwise. Besides time it reports cpu-µs/op,
+// the processor time this process and the Postgres backends serving it
+// spent per operation, which other load on a shared machine disturbs far
+// less than wall time (reported when the server's processes are readable).
 func parallel(b *testing.B, g int, body func(i int64)) {
 	b.ReportAllocs()
 	var n atomic.Int64
+	cpu := startCPU(b)
+	defer cpu.stop(b)
 	if g == 1 {
 		for b.Loop() {
 			body(n.Add(1))
@@ -75,11 +91,12 @@ func newKey(scope string, i int64) idem.Key { return idem.NewKey(scope, fmt.Spri
 
 // BenchmarkReserveCompleteNewKey measures a whole first request on Postgres:
 // Reserve on a key never seen, then Complete with a 64-byte result.
-// "layer" is the Layer; "baseline" runs the two statements such a request
-// cannot do without, INSERT … ON CONFLICT DO NOTHING and UPDATE … WHERE key
-// AND token, on the same pool.
+// "layer" is the Layer (it reads, then inserts); "claimfirst" is a Layer
+// WithClaimFirst (one claim-or-read statement); "baseline" runs the two
+// statements such a request cannot do without, INSERT … ON CONFLICT DO
+// NOTHING and UPDATE … WHERE key AND token, on the same pool.
 func BenchmarkReserveCompleteNewKey(b *testing.B) {
-	db, l, table := benchDB(b)
+	db, l, lc, table := benchDB(b)
 	result := make([]byte, 64)
 	insert := "INSERT INTO " + table + ` (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, 1, $5, now() + interval '30 seconds', now(), now() + interval '24 hours')
@@ -87,6 +104,19 @@ func BenchmarkReserveCompleteNewKey(b *testing.B) {
 	update := "UPDATE " + table + ` SET state = 2, result = $3, lease_until = NULL, expires_at = now() + interval '24 hours'
 		WHERE key_digest = $1 AND token = $2 AND state = 1`
 	for _, g := range []int{1, 16} {
+		b.Run(fmt.Sprintf("claimfirst/g=%d", g), func(b *testing.B) {
+			scope := testenv.Name("l")
+			parallel(b, g, func(i int64) {
+				k := newKey(scope, i)
+				rec, claimed, err := lc.Reserve(context.Background(), k, "fp", 30*time.Second, 24*time.Hour)
+				if err != nil || !claimed {
+					b.Fatal(claimed, err)
+				}
+				if err := lc.Complete(context.Background(), k, rec.Token, result, 24*time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
 		b.Run(fmt.Sprintf("layer/g=%d", g), func(b *testing.B) {
 			scope := testenv.Name("l")
 			parallel(b, g, func(i int64) {
@@ -121,12 +151,14 @@ func BenchmarkReserveCompleteNewKey(b *testing.B) {
 
 // BenchmarkReserveCompletedKey measures a duplicate on Postgres: Reserve on
 // one of 1,000 completed keys, which returns the stored 64-byte result.
-// "layer" is the Layer; "select" is a raw primary-key SELECT of the same row
-// on the same pool, the least a duplicate can cost; "select-bun" is that
+// "layer" is the Layer (one SELECT); "claimfirst" is a Layer WithClaimFirst
+// (the claim-or-read statement); "select" is a raw primary-key SELECT of the
+// same row on the same pool, the least a duplicate can cost; "select-bun" is
+// that
 // SELECT through bun's query formatting (arguments inlined into the text),
 // which pgx's default mode prepares anew for every distinct text.
 func BenchmarkReserveCompletedKey(b *testing.B) {
-	db, l, table := benchDB(b)
+	db, l, lc, table := benchDB(b)
 	const keys = 1000
 	scope := testenv.Name("done")
 	result := make([]byte, 64)
@@ -143,6 +175,14 @@ func BenchmarkReserveCompletedKey(b *testing.B) {
 	}
 	query := "SELECT fingerprint, state, result, lease_until, expires_at FROM " + table + " WHERE key_digest = "
 	for _, g := range []int{1, 16} {
+		b.Run(fmt.Sprintf("claimfirst/g=%d", g), func(b *testing.B) {
+			parallel(b, g, func(i int64) {
+				rec, claimed, err := lc.Reserve(context.Background(), newKey(scope, i%keys), "fp", 30*time.Second, 24*time.Hour)
+				if err != nil || claimed || len(rec.Result) != len(result) {
+					b.Fatal(claimed, err)
+				}
+			})
+		})
 		b.Run(fmt.Sprintf("layer/g=%d", g), func(b *testing.B) {
 			parallel(b, g, func(i int64) {
 				rec, claimed, err := l.Reserve(context.Background(), newKey(scope, i%keys), "fp", 30*time.Second, 24*time.Hour)

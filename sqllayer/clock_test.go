@@ -59,6 +59,7 @@ func TestApplicationClockDecidesNothing(t *testing.T) {
 // the ones the database stored, by its clock.
 func TestClaimTimesAreTheStoredOnes(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		t.Parallel()
 		l, _ := setup(t, s).layer(t)
 		for i, takeover := range []bool{false, true} {
 			k := idem.NewKey("times", testenv.Name(fmt.Sprint(i)))

@@ -27,10 +27,10 @@ const (
 )
 
 // fleet returns n Layers over pools of their own, as n service instances.
-func (b *backend) fleet(t *testing.T, n int) []*sqllayer.Layer {
+func (b *backend) fleet(t *testing.T, n int, opts ...sqllayer.Option) []*sqllayer.Layer {
 	ls := make([]*sqllayer.Layer, n)
 	for i := range ls {
-		l, db := b.layer(t)
+		l, db := b.layer(t, opts...)
 		db.SetMaxOpenConns(poolConns)
 		ls[i] = l
 	}
@@ -53,12 +53,14 @@ func race(ls []*sqllayer.Layer, fn func(g int, l *sqllayer.Layer)) {
 }
 
 // TestEightInstancesOneKey: 8 Layers × 8 goroutines reserve one key; exactly
-// one claims it and every other sees the claim. Repeated on fresh keys.
+// one claims it and every other sees the claim. Repeated on fresh keys, half
+// of them with Layers that claim first.
 func TestEightInstancesOneKey(t *testing.T) {
 	servers(t, func(t *testing.T, s *testenv.SQL) {
 		b := setup(t, s)
-		ls := b.fleet(t, instances)
-		for round := range 20 {
+		fleets := [][]*sqllayer.Layer{b.fleet(t, instances), b.fleet(t, instances, sqllayer.WithClaimFirst(true))}
+		for round := range 10 {
+			ls := fleets[round%2]
 			k := idem.NewKey("one-key", testenv.Name(fmt.Sprint(round)))
 			var claims, errs atomic.Int32
 			race(ls, func(_ int, l *sqllayer.Layer) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/storetest"
 )
 
@@ -14,22 +15,31 @@ import (
 func TestConformance(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
 		t.Parallel()
-		b := setup(t, s)
-		keys := 0 // the suite's default
-		if !s.Real {
-			// SQLite is Go code here, which the race detector slows down
-			// more than ten times; fewer keys keep the run short.
-			keys = 150
-		}
-		storetest.Run(t, storetest.Harness{
-			Keys: keys,
-			New: func(t *testing.T) idem.Layer {
-				l, _ := b.layer(t)
-				return l
-			},
-			// Servers compare microseconds, SQLite milliseconds; a few
-			// hundred milliseconds leave room for slow shared machines.
-			Tick: 300 * time.Millisecond,
-		})
+		conformance(t, setup(t, s))
+	})
+}
+
+// TestConformanceClaimFirst runs the suite with WithClaimFirst on the
+// servers, where it changes the statements Reserve sends.
+func TestConformanceClaimFirst(t *testing.T) {
+	servers(t, func(t *testing.T, s *testenv.SQL) {
+		t.Parallel()
+		conformance(t, setup(t, s), sqllayer.WithClaimFirst(true))
+	})
+}
+
+func conformance(t *testing.T, b *backend, opts ...sqllayer.Option) {
+	storetest.Run(t, storetest.Harness{
+		// TestEightInstancesThousandKeys covers a thousand keys on the
+		// servers; here fewer keep the run short, above all on SQLite,
+		// which is Go code that the race detector slows down tenfold.
+		Keys: 150,
+		New: func(t *testing.T) idem.Layer {
+			l, _ := b.layer(t, opts...)
+			return l
+		},
+		// Servers compare microseconds, SQLite milliseconds; a few
+		// hundred milliseconds leave room for slow shared machines.
+		Tick: 300 * time.Millisecond,
 	})
 }

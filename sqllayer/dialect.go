@@ -11,7 +11,8 @@ import (
 // Arguments are numbered ?0, ?1… (bun's positional placeholders); for the
 // drivers the layer calls directly they become $1, $2….
 type stmts struct {
-	reserve      string // claim: PG the claim-or-read statement, MySQL INSERT, SQLite INSERT … RETURNING
+	insert       string // claim a free key: INSERT … ON CONFLICT DO NOTHING RETURNING (MySQL: a plain INSERT)
+	claimOrRead  string // Postgres: claim a free key or return the row that holds it, in one statement
 	read         string // the record with the database's verdict on expiry and lease
 	takeover     string // compare-and-set on the old token that mints a new claim
 	complete     string
@@ -68,7 +69,7 @@ func (n names) expand(s string) string {
 }
 
 func (s *stmts) each(f func(*string)) {
-	for _, p := range []*string{&s.reserve, &s.read, &s.takeover, &s.complete, &s.owned, &s.release,
+	for _, p := range []*string{&s.insert, &s.claimOrRead, &s.read, &s.takeover, &s.complete, &s.owned, &s.release,
 		&s.live, &s.renew, &s.get, &s.markEvent, &s.eventExpired, &s.reviveEvent, &s.advance, &s.version, &s.sweep[0], &s.sweep[1]} {
 		f(p)
 	}

@@ -32,12 +32,13 @@ const maxID = 255
 // RunJanitor) APIs. It is safe for concurrent use and holds no resources of
 // its own: closing the *bun.DB is the caller's business.
 type Layer struct {
-	db      *bun.DB
-	dialect dialect.Name
-	sqlite  bool
-	native  bool // statements go to the driver beneath bun, with $N arguments
-	st      stmts
-	schema  []string
+	db         *bun.DB
+	dialect    dialect.Name
+	sqlite     bool
+	native     bool // statements go to the driver beneath bun, with $N arguments
+	claimFirst bool // Reserve claims before reading (Postgres, MySQL)
+	st         stmts
+	schema     []string
 
 	names     names
 	maxResult int

@@ -1,21 +1,32 @@
 package sqllayer_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/sqllayer"
 )
 
-// TestPostgresInsertThatWaitedReadsAgain pins the trap of a claim-or-read
-// statement: a Reserve whose INSERT waited for a concurrent, uncommitted
-// claim of the same key finds, once that claim commits, neither an inserted
-// row nor (with its old snapshot) the winner's. It must read again in a new
-// statement and report the winner's record, not claim and not fail.
+// TestPostgresInsertThatWaitedReadsAgain: a Reserve whose INSERT waited for
+// a concurrent, uncommitted claim of the same key reports, once that claim
+// commits, the winner's record: it neither claims nor fails. With
+// WithClaimFirst this pins the trap of the claim-or-read statement, whose
+// read branch uses the snapshot taken before the wait and finds nothing: the
+// layer must read again in a new statement.
 func TestPostgresInsertThatWaitedReadsAgain(t *testing.T) {
+	for _, claimFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("claimFirst=%v", claimFirst), func(t *testing.T) {
+			insertThatWaited(t, sqllayer.WithClaimFirst(claimFirst))
+		})
+	}
+}
+
+func insertThatWaited(t *testing.T, opt sqllayer.Option) {
 	r := newFaultRig(t)
-	l := r.layer(t)
+	l := r.layer(t, opt)
 	k := idem.NewKey("trap", testenv.Name("k"))
 	tx := r.insertUncommitted(t, k)
 	type result struct {

@@ -90,6 +90,7 @@ var errRounds = fmt.Errorf("%w: reserve: the record changed %d times between sta
 // reserve runs the dialect's claim flow until it has an answer.
 func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error) {
 	q := l.pool()
+	readFirst := l.sqlite || !l.claimFirst
 	for range maxRounds {
 		var (
 			r      = l.newRow()
@@ -99,19 +100,19 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 			ok     bool
 			err    error
 		)
-		if l.dialect != dialect.MySQL {
-			// Read first: a duplicate costs one primary-key read, the least it
-			// can cost, and never writes or waits for a writer.
+		if readFirst {
+			// A duplicate costs one primary-key read, the least it can cost,
+			// and never writes, locks or waits for a writer.
 			if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
 				return idem.Record{}, false, err
 			}
 		}
 		if !found {
 			token = idem.NewToken()
-			switch l.dialect {
-			case dialect.PG:
-				// Claim, or read a claim that beat this one, in one statement.
-				if found, err = queryOne(ctx, q, l.st.reserve, c.args(token, nil), r.dest()...); err != nil {
+			switch {
+			case l.dialect == dialect.PG && !readFirst:
+				// Claim, or read the claim that beat this one, in one statement.
+				if found, err = queryOne(ctx, q, l.st.claimOrRead, c.args(token, nil), r.dest()...); err != nil {
 					return idem.Record{}, false, err
 				}
 				if found && r.claimed {
@@ -124,19 +125,22 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 						return idem.Record{}, false, err
 					}
 				}
-			case dialect.MySQL:
-				// INSERT first: only the duplicate key error means "taken".
+			case l.dialect == dialect.MySQL:
+				// Only the duplicate key error (1062) means "taken".
 				if record, ok, err = l.insertMySQL(ctx, q, c, token); err != nil || ok {
 					return record, ok, err
+				}
+				if readFirst {
+					continue // the next round reads the winner's row
 				}
 				if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
 					return idem.Record{}, false, err
 				}
-			default: // SQLite
+			default:
 				if record, ok, err = l.insertReturning(ctx, q, c, token); err != nil || ok {
 					return record, ok, err
 				}
-				continue // another writer inserted it meanwhile: read it
+				continue // a concurrent claim won: the next round reads it
 			}
 		}
 		if !found {
@@ -163,7 +167,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 // insertMySQL claims a free key with a plain INSERT. ok is false when the key
 // is taken (error 1062).
 func (l *Layer) insertMySQL(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
-	res, err := q.ExecContext(ctx, l.st.reserve, c.args(token, nil)...)
+	res, err := q.ExecContext(ctx, l.st.insert, c.args(token, nil)...)
 	if err != nil {
 		if classify(err, false) == kindUnique {
 			return idem.Record{}, false, nil
@@ -188,10 +192,10 @@ func (l *Layer) mysqlOwner(lastInsertID func() (int64, error), c *claim, token s
 }
 
 // insertReturning claims a free key with INSERT … ON CONFLICT DO NOTHING
-// RETURNING (SQLite). ok is false when the key is taken.
+// RETURNING (Postgres, SQLite). ok is false when the key is taken.
 func (l *Layer) insertReturning(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
 	lease, exp := l.newRow().leaseUntil, l.newRow().expiresAt
-	found, err := queryOne(ctx, q, l.st.reserve, c.args(token, nil), &lease, &exp)
+	found, err := queryOne(ctx, q, l.st.insert, c.args(token, nil), &lease, &exp)
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}

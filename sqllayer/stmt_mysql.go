@@ -20,7 +20,7 @@ const (
 var mysqlStmts = stmts{
 	// A plain INSERT: only error 1062 (the duplicate key) means "taken"; every
 	// other error stays an error, which INSERT IGNORE would have hidden.
-	reserve: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
+	insert: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 VALUES (?0, CONVERT(?1 USING utf8mb4), CONVERT(?2 USING utf8mb4), ?3, 1, ?4,
 	` + myLease + `, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ?6 MICROSECOND)`,
 

@@ -6,15 +6,13 @@ package sqllayer
 // as bigint microseconds. The janitor compares with now() instead, which is
 // stable within its statement and so lets the expires_at index answer.
 //
-// Reserve reads first (read): a duplicate costs one primary-key SELECT, a
-// read that neither writes nor locks. Only when no row is found does it send
-// pgReserve, which claims the key or, when a concurrent claim got there
-// first, returns that claim's row in the same round trip. The INSERT …
-// ON CONFLICT DO NOTHING decides the winner. When it had to wait for a
-// concurrent claim that then committed, the second branch reads with the
-// snapshot taken before that wait and finds nothing: the caller then reads
-// in a new statement.
-const pgReserve = `WITH c AS (SELECT clock_timestamp() AS now),
+// pgClaimOrRead is Reserve's single statement under WithClaimFirst: the
+// INSERT … ON CONFLICT DO NOTHING claims a free key; when it conflicts, the
+// second branch returns the existing row with the database's verdict on its
+// expiry and lease. When the INSERT had to wait for a concurrent claim that
+// then committed, the second branch reads with the snapshot taken before
+// that wait and finds nothing: the caller then reads in a new statement.
+const pgClaimOrRead = `WITH c AS (SELECT clock_timestamp() AS now),
 ins AS (
 	INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 	SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
@@ -31,7 +29,14 @@ FROM {R} r, c
 WHERE r.key_digest = ?0 AND NOT EXISTS (SELECT 1 FROM ins)`
 
 var pgStmts = stmts{
-	reserve: pgReserve,
+	claimOrRead: pgClaimOrRead,
+
+	insert: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
+SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
+	c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
+FROM (SELECT clock_timestamp() AS now) c
+ON CONFLICT (key_digest) DO NOTHING
+RETURNING lease_until, expires_at`,
 
 	read: `SELECT false, fingerprint, state, token, result, lease_until, expires_at,
 	expires_at <= clock_timestamp(), lease_until <= clock_timestamp()
@@ -46,10 +51,9 @@ WHERE r.key_digest = ?0 AND r.token = ?7::bytea
 	AND (r.expires_at <= c.now OR (r.state = 1 AND r.fingerprint = ?3 AND r.lease_until <= c.now))
 RETURNING r.lease_until, r.expires_at`,
 
-	complete: `UPDATE {R} AS r
-SET state = 2, result = ?2::bytea, lease_until = NULL, expires_at = c.now + ?3::bigint * interval '1 microsecond'
-FROM (SELECT clock_timestamp() AS now) c
-WHERE r.key_digest = ?0 AND r.token = ?1::bytea AND r.state = 1 AND r.expires_at > c.now`,
+	complete: `UPDATE {R}
+SET state = 2, result = ?2::bytea, lease_until = NULL, expires_at = clock_timestamp() + ?3::bigint * interval '1 microsecond'
+WHERE key_digest = ?0 AND token = ?1::bytea AND state = 1 AND expires_at > clock_timestamp()`,
 
 	owned: `SELECT state FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND expires_at > clock_timestamp()`,
 

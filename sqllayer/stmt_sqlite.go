@@ -4,13 +4,13 @@ package sqllayer
 // (UTC); "now" is SQLite's own clock, unixepoch('subsec') (millisecond
 // resolution), which SQLite holds constant within one statement step.
 //
-// Reserve reads first, as on Postgres; here it matters twice: SQLite has one
+// Reserve always reads first here, WithClaimFirst or not: SQLite has one
 // writer at a time and an INSERT takes the write lock even when it
 // conflicts, so a duplicate that read first never waits for the writer.
 const liteNow = "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)"
 
 var sqliteStmts = stmts{
-	reserve: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
+	insert: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 VALUES (?0, ?1, ?2, ?3, 1, ?4, ` + liteNow + ` + ?5, ` + liteNow + `, ` + liteNow + ` + ?6)
 ON CONFLICT (key_digest) DO NOTHING
 RETURNING lease_until, expires_at`,
