@@ -2,18 +2,21 @@
 // faults, the one promise users judge idem by — a duplicate never slips
 // through and a correct retry is never refused.
 //
-// Each scenario runs three or more [tiered.Store] instances over one Redis
-// and one database (a real Redis and Postgres, a test-owned redis-server
-// where the scenario kills, pauses or flushes Redis, and miniredis with
-// SQLite where the fault can be produced there) and breaks something while
-// the guarded function runs or while duplicates wait:
+// Each scenario runs several [github.com/idemkit/idem/tiered.Store]
+// instances over one Redis and one database (a real Redis and Postgres, a
+// test-owned redis-server where the scenario kills, pauses or flushes
+// Redis, and miniredis with SQLite where the fault can be produced there)
+// and breaks something while the guarded function runs or while duplicates
+// wait:
 //
 //   - Redis killed, paused past its timeout, flushed, or a lease key
-//     deleted; a Redis write applied whose reply was lost;
+//     deleted; a Redis write applied whose reply was lost, leaving an
+//     orphan claim its owner never releases; a Redis claim by a request
+//     SQL is about to refuse;
 //   - a Postgres backend terminated during a claim, a completion and its
 //     commit; a reply lost after the commit;
-//   - an owner stalled past its lease, an owner that crashed after its
-//     claim, a caller that gave up;
+//   - an owner stalled past its lease, a renewal stuck past it, an owner
+//     that crashed after its claim, a caller that gave up;
 //   - malformed, oversized and broken HTTP requests, and tenants sharing a
 //     client key.
 //
@@ -41,6 +44,6 @@
 // zero lost completions, and goroutines and database connections back to
 // their baseline.
 //
-// Scenarios that found a weakness in another package are marked in their
-// comments with what they show and the fix they call for.
+// Scenarios that found a weakness in another package stay here as
+// regression tests; their comments say what used to go wrong.
 package reliability
