@@ -30,8 +30,8 @@ import (
 var benchApp string
 
 // benchDB opens one pgx pool of 16 connections with fresh tables, and
-// returns it with a Layer that reads first (the default), one that claims
-// first (WithClaimFirst) and the records table.
+// returns it with a Layer in the default order (Adaptive), one in the
+// OneStatement order, and the records table.
 func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, *sqllayer.Layer, string) {
 	b.Helper()
 	dsn, err := testenv.PostgresDSN()
@@ -59,7 +59,7 @@ func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, *sqllayer.Layer, string) {
 	if err := l.Init(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	return db, l, sqllayer.New(db, append(opts, sqllayer.WithClaimFirst(true))...), names[0]
+	return db, l, sqllayer.New(db, append(opts, sqllayer.WithReserveOrder(sqllayer.OneStatement))...), names[0]
 }
 
 // parallel runs body at g goroutines: a plain loop for 1, RunParallel with
@@ -91,8 +91,9 @@ func newKey(scope string, i int64) idem.Key { return idem.NewKey(scope, fmt.Spri
 
 // BenchmarkReserveCompleteNewKey measures a whole first request on Postgres:
 // Reserve on a key never seen, then Complete with a 64-byte result.
-// "layer" is the Layer (it reads, then inserts); "claimfirst" is a Layer
-// WithClaimFirst (one claim-or-read statement); "baseline" runs the two
+// "layer" is the Layer (Adaptive: on new keys it inserts first);
+// "one-statement" is a Layer in the OneStatement order (the claim-or-read
+// statement); "baseline" runs the two
 // statements such a request cannot do without, INSERT … ON CONFLICT DO
 // NOTHING and UPDATE … WHERE key AND token, on the same pool.
 func BenchmarkReserveCompleteNewKey(b *testing.B) {
@@ -104,7 +105,7 @@ func BenchmarkReserveCompleteNewKey(b *testing.B) {
 	update := "UPDATE " + table + ` SET state = 2, result = $3, lease_until = NULL, expires_at = now() + interval '24 hours'
 		WHERE key_digest = $1 AND token = $2 AND state = 1`
 	for _, g := range []int{1, 16} {
-		b.Run(fmt.Sprintf("claimfirst/g=%d", g), func(b *testing.B) {
+		b.Run(fmt.Sprintf("one-statement/g=%d", g), func(b *testing.B) {
 			scope := testenv.Name("l")
 			parallel(b, g, func(i int64) {
 				k := newKey(scope, i)
@@ -151,8 +152,9 @@ func BenchmarkReserveCompleteNewKey(b *testing.B) {
 
 // BenchmarkReserveCompletedKey measures a duplicate on Postgres: Reserve on
 // one of 1,000 completed keys, which returns the stored 64-byte result.
-// "layer" is the Layer (one SELECT); "claimfirst" is a Layer WithClaimFirst
-// (the claim-or-read statement); "select" is a raw primary-key SELECT of the
+// "layer" is the Layer (Adaptive: on duplicates it reads first, one
+// SELECT); "one-statement" is a Layer in the OneStatement order (the
+// claim-or-read statement); "select" is a raw primary-key SELECT of the
 // same row on the same pool, the least a duplicate can cost; "select-bun" is
 // that
 // SELECT through bun's query formatting (arguments inlined into the text),
@@ -175,7 +177,7 @@ func BenchmarkReserveCompletedKey(b *testing.B) {
 	}
 	query := "SELECT fingerprint, state, result, lease_until, expires_at FROM " + table + " WHERE key_digest = "
 	for _, g := range []int{1, 16} {
-		b.Run(fmt.Sprintf("claimfirst/g=%d", g), func(b *testing.B) {
+		b.Run(fmt.Sprintf("one-statement/g=%d", g), func(b *testing.B) {
 			parallel(b, g, func(i int64) {
 				rec, claimed, err := lc.Reserve(context.Background(), newKey(scope, i%keys), "fp", 30*time.Second, 24*time.Hour)
 				if err != nil || claimed || len(rec.Result) != len(result) {

@@ -53,14 +53,18 @@ func race(ls []*sqllayer.Layer, fn func(g int, l *sqllayer.Layer)) {
 }
 
 // TestEightInstancesOneKey: 8 Layers × 8 goroutines reserve one key; exactly
-// one claims it and every other sees the claim. Repeated on fresh keys, half
-// of them with Layers that claim first.
+// one claims it and every other sees the claim. Repeated on fresh keys, in
+// turn with each order of Reserve's statements.
 func TestEightInstancesOneKey(t *testing.T) {
+	orders := []sqllayer.ReserveOrder{sqllayer.Adaptive, sqllayer.ReadFirst, sqllayer.InsertFirst, sqllayer.OneStatement}
 	servers(t, func(t *testing.T, s *testenv.SQL) {
 		b := setup(t, s)
-		fleets := [][]*sqllayer.Layer{b.fleet(t, instances), b.fleet(t, instances, sqllayer.WithClaimFirst(true))}
-		for round := range 10 {
-			ls := fleets[round%2]
+		var fleets [][]*sqllayer.Layer
+		for _, o := range orders {
+			fleets = append(fleets, b.fleet(t, instances, sqllayer.WithReserveOrder(o)))
+		}
+		for round := range 12 {
+			ls := fleets[round%len(fleets)]
 			k := idem.NewKey("one-key", testenv.Name(fmt.Sprint(round)))
 			var claims, errs atomic.Int32
 			race(ls, func(_ int, l *sqllayer.Layer) {

@@ -15,25 +15,29 @@ import (
 func TestConformance(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
 		t.Parallel()
-		conformance(t, setup(t, s))
-	})
-}
-
-// TestConformanceClaimFirst runs the suite with WithClaimFirst on the
-// servers, where it changes the statements Reserve sends.
-func TestConformanceClaimFirst(t *testing.T) {
-	servers(t, func(t *testing.T, s *testenv.SQL) {
-		t.Parallel()
-		conformance(t, setup(t, s), sqllayer.WithClaimFirst(true))
-	})
-}
-
-func conformance(t *testing.T, b *backend, opts ...sqllayer.Option) {
-	storetest.Run(t, storetest.Harness{
 		// TestEightInstancesThousandKeys covers a thousand keys on the
 		// servers; here fewer keep the run short, above all on SQLite,
 		// which is Go code that the race detector slows down tenfold.
-		Keys: 150,
+		conformance(t, setup(t, s), 150)
+	})
+}
+
+// TestConformanceOrders runs the suite on the servers in each fixed order of
+// Reserve's statements (the default adapts between the first two).
+func TestConformanceOrders(t *testing.T) {
+	for _, o := range []sqllayer.ReserveOrder{sqllayer.ReadFirst, sqllayer.InsertFirst, sqllayer.OneStatement} {
+		t.Run(o.String(), func(t *testing.T) {
+			servers(t, func(t *testing.T, s *testenv.SQL) {
+				t.Parallel()
+				conformance(t, setup(t, s), 50, sqllayer.WithReserveOrder(o))
+			})
+		})
+	}
+}
+
+func conformance(t *testing.T, b *backend, keys int, opts ...sqllayer.Option) {
+	storetest.Run(t, storetest.Harness{
+		Keys: keys,
 		New: func(t *testing.T) idem.Layer {
 			l, _ := b.layer(t, opts...)
 			return l

@@ -39,26 +39,36 @@
 //
 // # Statements
 //
-// Reserve reads first: a duplicate costs one primary-key SELECT, which
-// returns the record with the database's verdict on its expiry and lease,
-// and neither writes nor locks (on SQLite it also stays off the single write
-// lock). A missing key is then claimed with one INSERT that decides the
-// winner among concurrent claims: INSERT … ON CONFLICT (key_digest) DO
-// NOTHING RETURNING on Postgres and SQLite; on MySQL a plain INSERT whose
-// error 1062, and only that error, means the key is taken (INSERT IGNORE
-// would also turn truncation and bad values into warnings). A claim that
-// lost reads the winner's row in a new statement, which sees it even when
-// the INSERT had to wait for the winner's commit.
+// Reserve has two ways to learn whether a key is free, and the cheaper one
+// depends on the workload, so by default (Adaptive) it follows what it has
+// seen lately:
 //
-// WithClaimFirst inverts the order on Postgres and MySQL for workloads of
-// mostly new keys on a distant database. On Postgres every Reserve is then
-// one statement: the INSERT sits in a WITH clause, and a second branch
-// returns the existing row when the INSERT did nothing. When that INSERT had
-// to wait for a concurrent claim that committed, the statement's snapshot,
-// taken before the wait, cannot see the winner's row and the statement
-// returns nothing; the layer then reads in a new statement. On a 2-core
-// machine that statement cost a duplicate about 1.5 times a plain SELECT in
-// processor time, which is why reading first is the default.
+//   - Read first, while most keys it sees already exist: a duplicate costs
+//     one primary-key SELECT, which returns the record with the database's
+//     verdict on its expiry and lease, and neither writes nor locks. A
+//     missing key then costs the INSERT too.
+//   - Insert first, while most keys are new: a new key costs one INSERT. A
+//     duplicate costs that INSERT, which does nothing, and the read.
+//
+// The INSERT decides the winner among concurrent claims: INSERT …
+// ON CONFLICT (key_digest) DO NOTHING RETURNING on Postgres and SQLite; on
+// MySQL a plain INSERT whose error 1062, and only that error, means the key
+// is taken (INSERT IGNORE would also turn truncation and bad values into
+// warnings). A claim that lost reads the winner's row in a new statement,
+// which sees it even when the INSERT had to wait for the winner's commit.
+// SQLite always reads first, so that duplicates stay off its single write
+// lock. WithReserveOrder fixes the order.
+//
+// The OneStatement order (Postgres) makes every Reserve a single statement:
+// the INSERT sits in a WITH clause and a second branch returns the existing
+// row when the INSERT did nothing, one round trip for new keys and
+// duplicates alike, for a distant database. When that INSERT had to wait for
+// a concurrent claim that committed, the statement's snapshot, taken before
+// the wait, cannot see the winner's row and the statement returns nothing;
+// the layer then reads in a new statement. A data-modifying statement costs
+// the server markedly more than a SELECT or a plain INSERT, which is why it
+// is not the default: on a 2-core machine it cost a duplicate about twice
+// a SELECT in the server's processor time.
 //
 // A record found expired, or in progress for the same fingerprint with a
 // lapsed lease, is taken over by an UPDATE that is a compare-and-set on the

@@ -32,13 +32,14 @@ const maxID = 255
 // RunJanitor) APIs. It is safe for concurrent use and holds no resources of
 // its own: closing the *bun.DB is the caller's business.
 type Layer struct {
-	db         *bun.DB
-	dialect    dialect.Name
-	sqlite     bool
-	native     bool // statements go to the driver beneath bun, with $N arguments
-	claimFirst bool // Reserve claims before reading (Postgres, MySQL)
-	st         stmts
-	schema     []string
+	db      *bun.DB
+	dialect dialect.Name
+	sqlite  bool
+	native  bool // statements go to the driver beneath bun, with $N arguments
+	order   ReserveOrder
+	seen    seen // the share of Reserve calls that found their key taken
+	st      stmts
+	schema  []string
 
 	names     names
 	maxResult int

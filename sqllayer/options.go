@@ -67,20 +67,10 @@ func WithClock(now func() time.Time) Option { return func(l *Layer) { l.now = no
 // Default none.
 func WithObserver(o idem.Observer) Option { return func(l *Layer) { l.obs = o } }
 
-// WithClaimFirst makes Reserve try to claim before it reads, on Postgres and
-// MySQL. Default off: Reserve reads first, so that a duplicate costs one
-// primary-key SELECT and a new key costs that read plus the INSERT.
-//
-// Claiming first saves the read on a new key and costs a duplicate more: on
-// Postgres every Reserve becomes one statement that inserts or, when the key
-// is taken, returns the existing row (one round trip either way, but a
-// data-modifying statement that costs the server markedly more than a
-// SELECT); on MySQL a duplicate costs a failed INSERT, which waits for any
-// transaction holding the row, and then the read. Choose it when round trips
-// to a distant database dominate and the SQL tier mostly sees new keys, as
-// behind the Redis tier. SQLite always reads first: a conflicting INSERT
-// would take its single write lock.
-func WithClaimFirst(on bool) Option { return func(l *Layer) { l.claimFirst = on } }
+// WithReserveOrder sets the order of Reserve's statements. Default
+// Adaptive. SQLite always reads first: a conflicting INSERT would take its
+// single write lock. See ReserveOrder.
+func WithReserveOrder(o ReserveOrder) Option { return func(l *Layer) { l.order = o } }
 
 // WithEventRetention sets how long InTx and MarkProcessed keep a
 // processed-event row. Default DefaultEventRetention. A redelivery after the

@@ -1,7 +1,6 @@
 package sqllayer_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,14 +11,14 @@ import (
 
 // TestPostgresInsertThatWaitedReadsAgain: a Reserve whose INSERT waited for
 // a concurrent, uncommitted claim of the same key reports, once that claim
-// commits, the winner's record: it neither claims nor fails. With
-// WithClaimFirst this pins the trap of the claim-or-read statement, whose
-// read branch uses the snapshot taken before the wait and finds nothing: the
-// layer must read again in a new statement.
+// commits, the winner's record: it neither claims nor fails. In the
+// OneStatement order this pins the trap of the claim-or-read statement,
+// whose read branch uses the snapshot taken before the wait and finds
+// nothing: the layer must read again in a new statement.
 func TestPostgresInsertThatWaitedReadsAgain(t *testing.T) {
-	for _, claimFirst := range []bool{false, true} {
-		t.Run(fmt.Sprintf("claimFirst=%v", claimFirst), func(t *testing.T) {
-			insertThatWaited(t, sqllayer.WithClaimFirst(claimFirst))
+	for _, order := range []sqllayer.ReserveOrder{sqllayer.ReadFirst, sqllayer.InsertFirst, sqllayer.OneStatement} {
+		t.Run(order.String(), func(t *testing.T) {
+			insertThatWaited(t, sqllayer.WithReserveOrder(order))
 		})
 	}
 }

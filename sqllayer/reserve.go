@@ -87,11 +87,11 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 // errRounds reports a key whose row kept changing under one Reserve.
 var errRounds = fmt.Errorf("%w: reserve: the record changed %d times between statements", ErrConflict, maxRounds)
 
-// reserve runs the dialect's claim flow until it has an answer.
+// reserve runs the claim flow in the layer's order until it has an answer.
 func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error) {
 	q := l.pool()
-	readFirst := l.sqlite || !l.claimFirst
-	for range maxRounds {
+	readFirst := l.readFirst()
+	for round := range maxRounds {
 		var (
 			r      = l.newRow()
 			found  bool
@@ -101,8 +101,8 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 			err    error
 		)
 		if readFirst {
-			// A duplicate costs one primary-key read, the least it can cost,
-			// and never writes, locks or waits for a writer.
+			// A duplicate costs one primary-key read, which never writes,
+			// locks or waits for a writer.
 			if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
 				return idem.Record{}, false, err
 			}
@@ -110,38 +110,37 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 		if !found {
 			token = idem.NewToken()
 			switch {
-			case l.dialect == dialect.PG && !readFirst:
+			case l.dialect == dialect.PG && l.order == OneStatement:
 				// Claim, or read the claim that beat this one, in one statement.
-				if found, err = queryOne(ctx, q, l.st.claimOrRead, c.args(token, nil), r.dest()...); err != nil {
-					return idem.Record{}, false, err
+				found, err = queryOne(ctx, q, l.st.claimOrRead, c.args(token, nil), r.dest()...)
+				if err == nil && found && r.claimed {
+					record, ok = c.owner(token, r.leaseUntil.t, r.expiresAt.t), true
 				}
-				if found && r.claimed {
-					return c.owner(token, r.leaseUntil.t, r.expiresAt.t), true, nil
-				}
-				if !found {
+				if err == nil && !found {
 					// The INSERT waited for a concurrent claim that committed
 					// after this statement's snapshot: read in a new one.
-					if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
-						return idem.Record{}, false, err
-					}
+					found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...)
 				}
 			case l.dialect == dialect.MySQL:
-				// Only the duplicate key error (1062) means "taken".
-				if record, ok, err = l.insertMySQL(ctx, q, c, token); err != nil || ok {
-					return record, ok, err
-				}
-				if readFirst {
-					continue // the next round reads the winner's row
-				}
+				record, ok, err = l.insertMySQL(ctx, q, c, token)
+			default:
+				record, ok, err = l.insertReturning(ctx, q, c, token)
+			}
+			if round == 0 && err == nil {
+				l.seen.learn(!ok)
+			}
+			if err != nil || ok {
+				return record, ok, err
+			}
+			if !found {
+				// A concurrent claim won: read it in a new statement, which
+				// sees it even when the INSERT waited for its commit.
 				if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
 					return idem.Record{}, false, err
 				}
-			default:
-				if record, ok, err = l.insertReturning(ctx, q, c, token); err != nil || ok {
-					return record, ok, err
-				}
-				continue // a concurrent claim won: the next round reads it
 			}
+		} else if round == 0 {
+			l.seen.learn(true)
 		}
 		if !found {
 			continue // released or swept between the statements

@@ -6,7 +6,7 @@ package sqllayer
 // as bigint microseconds. The janitor compares with now() instead, which is
 // stable within its statement and so lets the expires_at index answer.
 //
-// pgClaimOrRead is Reserve's single statement under WithClaimFirst: the
+// pgClaimOrRead is Reserve's single statement in the OneStatement order: the
 // INSERT … ON CONFLICT DO NOTHING claims a free key; when it conflicts, the
 // second branch returns the existing row with the database's verdict on its
 // expiry and lease. When the INSERT had to wait for a concurrent claim that

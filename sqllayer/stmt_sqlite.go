@@ -4,7 +4,7 @@ package sqllayer
 // (UTC); "now" is SQLite's own clock, unixepoch('subsec') (millisecond
 // resolution), which SQLite holds constant within one statement step.
 //
-// Reserve always reads first here, WithClaimFirst or not: SQLite has one
+// Reserve always reads first here, whatever the order: SQLite has one
 // writer at a time and an INSERT takes the write lock even when it
 // conflicts, so a duplicate that read first never waits for the writer.
 const liteNow = "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)"
