@@ -124,8 +124,7 @@ func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 	w, r := x.w, x.r
 	res, err := h.store.Do(context.WithoutCancel(r.Context()), key, fp, x.run)
 	if x.led {
-		var pe *tiered.PanicError
-		if errors.As(err, &pe) {
+		if pe := panicOf(err); pe != nil {
 			if x.cw.started() || pe.Value == http.ErrAbortHandler {
 				panic(http.ErrAbortHandler)
 			}
@@ -143,4 +142,17 @@ func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 		return
 	}
 	h.fail(w, r, storeProblem(err), err)
+}
+
+// panicOf returns the panic err reports, or nil. It does not allocate when
+// err is nil, the common case.
+func panicOf(err error) *tiered.PanicError {
+	if err == nil {
+		return nil
+	}
+	var pe *tiered.PanicError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
 }
