@@ -20,7 +20,17 @@
 //     [idem.ErrLeaseLost] if the lease cannot be kept.
 //  6. Finish: success completes SQL first (the decision), then Redis (which
 //     wakes waiters on other instances), then the local cache. An error or a
-//     panic releases the key in every tier, so a retry runs again.
+//     panic releases the key in every tier, so a retry runs again. A result
+//     too large to keep finalises the key as a tombstone (ErrNotReplayable):
+//     the work ran once and does not run again. A completion SQL cannot
+//     take now is retried in the background while the token may be valid.
+//
+// Redis's word is final only for completed records. With SQL configured, a
+// key Redis reports in progress goes to SQL, because a Redis claim whose
+// reply was lost is an orphan its owner never releases; the wait for an
+// owner SQL vouches for still uses Redis's completion signal. Leases are
+// counted from when a claim or renewal was sent, less a margin, and each
+// renewal is bounded by the lease it protects.
 //
 // # Modes
 //

@@ -8,6 +8,20 @@ import (
 // ErrClosed is returned by calls on a closed Store.
 var ErrClosed = errors.New("tiered: store closed")
 
+// ErrNotReplayable is returned for a key whose work ran once but whose
+// result was too large for the deciding tier to keep. The key is finalised
+// as a tombstone, so the work never runs again for it while the record
+// lives; every caller, the owner included, gets this error wrapped with
+// idem.ErrTooLarge (the owner also gets the value in Result.Value).
+var ErrNotReplayable = errors.New("tiered: result too large to keep; the work ran once and cannot be replayed")
+
+// tombstone is the value stored in place of a result no tier could keep. It
+// is a fixed, improbable byte string: a function that returned these exact
+// bytes would have them read as a tombstone.
+var tombstone = []byte("\x00idem/tombstone/v1\x00\x9f\x1c\xd2\x47\x8a\x03\xe5\x6b\xbe\x21\x94\x5d\x70\xc8\x0f\x3a")
+
+func isTombstone(v []byte) bool { return string(v) == string(tombstone) }
+
 // PanicError is what every caller sharing an execution gets when fn panicked.
 // The key was released, so a retry runs fn again.
 type PanicError struct {

@@ -16,27 +16,27 @@ func (s *Store) execute(ctx context.Context, key idem.Key, fp string, fn Func) o
 	start := time.Now()
 	deadline := start.Add(s.cfg.wait)
 
-	rtok, o, done := s.redisPhase(ctx, key, fp, fn, deadline)
+	rtok, rsent, o, done := s.redisPhase(ctx, key, fp, fn, deadline)
 	if done {
 		return o
 	}
 	if s.sql == nil {
-		return s.run(ctx, key, fp, fn, "", rtok, idem.TierRedis)
+		return s.run(ctx, key, fp, fn, "", rtok, idem.TierRedis, rsent)
 	}
-	stok, o, done := s.sqlPhase(ctx, key, fp, fn, rtok, start, deadline)
+	stok, ssent, o, done := s.sqlPhase(ctx, key, fp, fn, rtok, rsent, start, deadline)
 	if done {
 		return o
 	}
-	return s.run(ctx, key, fp, fn, stok, rtok, idem.TierSQL)
+	return s.run(ctx, key, fp, fn, stok, rtok, idem.TierSQL, ssent)
 }
 
 // redisPhase asks Redis first. It returns this process's Redis claim (or ""
-// when Redis was skipped), or a finished outcome: a replay, a mismatch, an
+// when Redis was skipped) and when the claim was sent, or a finished outcome: a replay, a mismatch, an
 // in-flight answer, or — in Redis-only mode — the outcome of deciding
 // without Redis.
-func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func, deadline time.Time) (rtok string, o outcome, done bool) {
+func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func, deadline time.Time) (rtok string, sent time.Time, o outcome, done bool) {
 	if s.redis == nil {
-		return "", outcome{}, false
+		return "", sent, outcome{}, false
 	}
 	start := time.Now()
 	waited := false
@@ -44,23 +44,24 @@ func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func
 		use, _ := s.health.allow(time.Now())
 		if !use {
 			if s.sql == nil {
-				return "", s.undecided(ctx, key, fp, fn, fmt.Errorf("%w: redis is switched off after repeated failures", idem.ErrUnavailable)), true
+				return "", sent, s.undecided(ctx, key, fp, fn, fmt.Errorf("%w: redis is switched off after repeated failures", idem.ErrUnavailable)), true
 			}
-			return "", outcome{}, false
+			return "", sent, outcome{}, false
 		}
+		sent = time.Now()
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.redisTimeout)
 		rec, claimed, err := s.redis.Reserve(rctx, key, fp, s.cfg.lease, s.cfg.retention)
 		cancel()
 		if err != nil {
 			s.redisFailed(ctx, key, err)
 			if s.sql == nil {
-				return "", s.undecided(ctx, key, fp, fn, err), true
+				return "", sent, s.undecided(ctx, key, fp, fn, err), true
 			}
-			return "", outcome{}, false // SQL decides alone
+			return "", sent, outcome{}, false // SQL decides alone
 		}
 		s.health.ok(ctx)
 		if claimed {
-			return rec.Token, outcome{}, false
+			return rec.Token, sent, outcome{}, false
 		}
 		if s.sql != nil && !rec.Completed() {
 			// Redis says in progress. With SQL configured that is not the
@@ -68,19 +69,19 @@ func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func
 			// lost, so its owner never knew and never released it) that
 			// outlives a result SQL holds or a release SQL saw. SQL decides,
 			// and the wait for the owner uses Redis's completion signal.
-			return "", outcome{}, false
+			return "", sent, outcome{}, false
 		}
 		if rec.Fingerprint != fp {
 			s.observe(ctx, idem.EventMismatch, idem.TierRedis, key, 0, nil)
-			return "", outcome{err: idem.ErrMismatch}, true
+			return "", sent, outcome{err: idem.ErrMismatch}, true
 		}
 		if rec.Completed() {
-			return "", s.replay(ctx, key, fp, rec, idem.TierRedis, waited, start), true
+			return "", sent, s.replay(ctx, key, fp, rec, idem.TierRedis, waited, start), true
 		}
 		// In progress on another instance: wait for its completion signal.
 		if !time.Now().Before(deadline) {
 			s.observe(ctx, idem.EventInFlight, idem.TierRedis, key, time.Since(start), nil)
-			return "", outcome{err: idem.ErrInFlight}, true
+			return "", sent, outcome{err: idem.ErrInFlight}, true
 		}
 		waited = true
 		rec, err = s.waitRedis(ctx, key, deadline)
@@ -88,21 +89,21 @@ func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func
 		case err == nil:
 			if rec.Fingerprint != fp {
 				s.observe(ctx, idem.EventMismatch, idem.TierRedis, key, 0, nil)
-				return "", outcome{err: idem.ErrMismatch}, true
+				return "", sent, outcome{err: idem.ErrMismatch}, true
 			}
-			return "", s.replay(ctx, key, fp, rec, idem.TierRedis, true, start), true
+			return "", sent, s.replay(ctx, key, fp, rec, idem.TierRedis, true, start), true
 		case errors.Is(err, idem.ErrNotFound), errors.Is(err, idem.ErrInFlight):
 			// Released (the owner failed) or the wait ran out: reserve again;
 			// the deadline check above ends the loop.
 			continue
 		case ctx.Err() != nil:
-			return "", outcome{err: ErrClosed}, true
+			return "", sent, outcome{err: ErrClosed}, true
 		default:
 			s.redisFailed(ctx, key, err)
 			if s.sql == nil {
-				return "", s.undecided(ctx, key, fp, fn, err), true
+				return "", sent, s.undecided(ctx, key, fp, fn, err), true
 			}
-			return "", outcome{}, false
+			return "", sent, outcome{}, false
 		}
 	}
 }
@@ -143,39 +144,40 @@ func (s *Store) waitRedis(ctx context.Context, key idem.Key, deadline time.Time)
 // sqlPhase asks SQL, which decides. It returns this process's SQL claim, or
 // a finished outcome. rtok is this process's Redis claim, released here on
 // every path that does not run fn.
-func (s *Store) sqlPhase(ctx context.Context, key idem.Key, fp string, fn Func, rtok string, start, deadline time.Time) (stok string, o outcome, done bool) {
+func (s *Store) sqlPhase(ctx context.Context, key idem.Key, fp string, fn Func, rtok string, rsent, start, deadline time.Time) (stok string, sent time.Time, o outcome, done bool) {
 	waited := false
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
+		sent = time.Now()
 		sctx, cancel := context.WithTimeout(ctx, s.cfg.sqlTimeout)
 		rec, claimed, err := s.sql.Reserve(sctx, key, fp, s.cfg.lease, s.cfg.retention)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				s.releaseRedis(key, rtok)
-				return "", outcome{err: ErrClosed}, true
+				return "", sent, outcome{err: ErrClosed}, true
 			}
 			s.observe(ctx, idem.EventTierError, idem.TierSQL, key, 0, err)
 			if s.cfg.failOpen {
 				// The Redis claim, if any, is the only guard left.
-				return "", s.run(ctx, key, fp, fn, "", rtok, idem.TierNone), true
+				return "", sent, s.run(ctx, key, fp, fn, "", rtok, idem.TierNone, rsent), true
 			}
 			s.releaseRedis(key, rtok)
 			if !errors.Is(err, idem.ErrUnavailable) {
 				err = fmt.Errorf("%w: sql: %w", idem.ErrUnavailable, err)
 			}
-			return "", outcome{err: err}, true
+			return "", sent, outcome{err: err}, true
 		}
 		if claimed {
-			return rec.Token, outcome{}, false
+			return rec.Token, sent, outcome{}, false
 		}
 		if rec.Fingerprint != fp {
 			s.releaseRedis(key, rtok)
 			s.observe(ctx, idem.EventMismatch, idem.TierSQL, key, 0, nil)
-			return "", outcome{err: idem.ErrMismatch}, true
+			return "", sent, outcome{err: idem.ErrMismatch}, true
 		}
 		if rec.Completed() {
 			s.publish(ctx, key, rec.Fingerprint, rec.Result, rtok)
-			return "", s.replay(ctx, key, fp, rec, idem.TierSQL, waited, start), true
+			return "", sent, s.replay(ctx, key, fp, rec, idem.TierSQL, waited, start), true
 		}
 		// In progress: another owner works (or its lease has not lapsed by
 		// the database clock). Wait for its completion signal or poll, then
@@ -184,19 +186,19 @@ func (s *Store) sqlPhase(ctx context.Context, key idem.Key, fp string, fn Func, 
 		if !time.Now().Add(pause).Before(deadline) {
 			s.releaseRedis(key, rtok)
 			s.observe(ctx, idem.EventInFlight, idem.TierSQL, key, time.Since(start), nil)
-			return "", outcome{err: idem.ErrInFlight}, true
+			return "", sent, outcome{err: idem.ErrInFlight}, true
 		}
 		waited = true
 		if rec, ok := s.awaitSignal(ctx, key, rtok, pause, deadline); ok {
 			if rec.Fingerprint == fp {
 				s.releaseRedis(key, rtok)
-				return "", s.replay(ctx, key, fp, rec, idem.TierRedis, true, start), true
+				return "", sent, s.replay(ctx, key, fp, rec, idem.TierRedis, true, start), true
 			}
 			continue // not ours to replay: ask SQL again
 		}
 		if ctx.Err() != nil {
 			s.releaseRedis(key, rtok)
-			return "", outcome{err: ErrClosed}, true
+			return "", sent, outcome{err: ErrClosed}, true
 		}
 	}
 }
@@ -240,7 +242,7 @@ func (s *Store) awaitSignal(ctx context.Context, key idem.Key, rtok string, paus
 // without a decision under WithFailOpen.
 func (s *Store) undecided(ctx context.Context, key idem.Key, fp string, fn Func, cause error) outcome {
 	if s.cfg.failOpen {
-		return s.run(ctx, key, fp, fn, "", "", idem.TierNone)
+		return s.run(ctx, key, fp, fn, "", "", idem.TierNone, time.Now())
 	}
 	if !errors.Is(cause, idem.ErrUnavailable) {
 		cause = fmt.Errorf("%w: %w", idem.ErrUnavailable, cause)
@@ -256,15 +258,41 @@ func (s *Store) replay(ctx context.Context, key idem.Key, fp string, rec idem.Re
 		s.observe(ctx, idem.EventWaited, tier, key, now.Sub(start), nil)
 	}
 	s.observe(ctx, idem.EventReplay, tier, key, 0, nil)
-	return outcome{result: Result{Value: rec.Result, Replayed: true, Tier: tier}}
+	return replayed(rec.Result, tier)
+}
+
+// replayed is the outcome of replaying a stored value: the value, or the
+// error a tombstone stands for.
+func replayed(val []byte, tier idem.Tier) outcome {
+	if isTombstone(val) {
+		return outcome{result: Result{Replayed: true, Tier: tier}, err: fmt.Errorf("%w: %w", ErrNotReplayable, idem.ErrTooLarge)}
+	}
+	return outcome{result: Result{Value: val, Replayed: true, Tier: tier}}
 }
 
 // run executes fn as the owner of the claims stok (SQL) and rtok (Redis),
 // renewing them while it runs, then completes or releases them.
-func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok, rtok string, tier idem.Tier) outcome {
+func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok, rtok string, tier idem.Tier, sent time.Time) outcome {
+	// The lease runs from when the store executed the claim, which is after
+	// it was sent: count from the send, less a margin for clock rate and
+	// scheduling.
+	expiry := sent.Add(s.cfg.lease - s.leaseMargin())
+	if (stok != "" || (s.sql == nil && rtok != "")) && time.Until(expiry) < s.cfg.lease/3 {
+		// The claim's answer came late: too little of the lease is left to
+		// start the work safely. Renew first, or give the claim up.
+		renewSent := time.Now()
+		decided, lost := s.renewOnce(ctx, key, stok, &rtok, expiry)
+		if lost || !decided {
+			s.release(key, stok, rtok)
+			err := fmt.Errorf("%w: the claim's answer came too late to start the work", idem.ErrLeaseLost)
+			s.observe(ctx, idem.EventLeaseLost, tier, key, 0, err)
+			return outcome{result: Result{Tier: tier}, err: err}
+		}
+		expiry = renewSent.Add(s.cfg.lease - s.leaseMargin())
+	}
 	workCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stopRenew := s.renew(workCtx, cancel, key, stok, rtok)
+	stopRenew := s.renew(workCtx, cancel, key, stok, rtok, expiry)
 	start := time.Now()
 	val, err := call(workCtx, fn)
 	stopRenew()
@@ -280,22 +308,39 @@ func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok,
 	// fn succeeded. Even if renewal gave up, complete: when no one took over,
 	// the token still works and the result is kept; when someone did, the
 	// layer says ErrLeaseLost and the winner's result stays.
+	stored := val
 	if stok != "" {
-		if err := s.completeSQL(ctx, key, stok, val); err != nil {
+		err := s.completeSQL(ctx, key, stok, stored)
+		if errors.Is(err, idem.ErrTooLarge) {
+			// The work ran once; its result cannot be kept. Finalise the key
+			// as a tombstone so that retries never run it again.
+			stored = tombstone
+			err = s.completeSQL(ctx, key, stok, stored)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, idem.ErrLeaseLost):
 			s.releaseRedis(key, rtok)
-			if errors.Is(err, idem.ErrLeaseLost) {
-				s.observe(ctx, idem.EventLeaseLost, idem.TierSQL, key, took, err)
-			} else {
-				s.observe(ctx, idem.EventTierError, idem.TierSQL, key, took, err)
-			}
+			s.observe(ctx, idem.EventLeaseLost, idem.TierSQL, key, took, err)
 			return outcome{result: Result{Value: val, Tier: tier}, err: err}
+		default:
+			// The work ran and the token may still be good: a lapsed lease
+			// stays ours until someone takes it over. Keep completing in the
+			// background rather than forget the result, and answer now.
+			s.observe(ctx, idem.EventTierError, idem.TierSQL, key, took, err)
+			s.completeLater(key, fp, stok, rtok, stored)
+			return outcome{result: Result{Value: val, Tier: tier}}
 		}
 	}
 	if s.redis != nil {
 		if s.sql == nil && rtok != "" {
 			// Redis decides: its completion is the decision.
 			rctx, c := context.WithTimeout(ctx, s.cfg.redisTimeout)
-			err := s.redis.Complete(rctx, key, rtok, val, s.cfg.retention)
+			err := s.redis.Complete(rctx, key, rtok, stored, s.cfg.retention)
+			if errors.Is(err, idem.ErrTooLarge) {
+				stored = tombstone
+				err = s.redis.Complete(rctx, key, rtok, stored, s.cfg.retention)
+			}
 			c()
 			if err != nil {
 				if errors.Is(err, idem.ErrLeaseLost) {
@@ -307,13 +352,55 @@ func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok,
 				return outcome{result: Result{Value: val, Tier: tier}, err: err}
 			}
 		} else {
-			s.publish(ctx, key, fp, val, rtok)
+			s.publish(ctx, key, fp, stored, rtok)
 		}
 	}
-	s.cache.put(key, fp, val, time.Time{}, time.Now())
+	s.cache.put(key, fp, stored, time.Time{}, time.Now())
 	s.observe(ctx, idem.EventNew, tier, key, took, nil)
+	if isTombstone(stored) {
+		return outcome{result: Result{Value: val, Tier: tier}, err: fmt.Errorf("%w: %w", ErrNotReplayable, idem.ErrTooLarge)}
+	}
 	return outcome{result: Result{Value: val, Tier: tier}}
 }
+
+// completeLater goes on completing the SQL claim stok in the background,
+// after the foreground attempts failed, until SQL accepts it, refuses the
+// token (another owner took over: its result stands), or the Store closes.
+// Then it publishes the result to Redis and the local cache.
+func (s *Store) completeLater(key idem.Key, fp, stok, rtok string, val []byte) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx := s.base
+		began := time.Now()
+		for pause := s.cfg.pollMax; ; {
+			if !sleep(ctx, pause) {
+				return
+			}
+			if time.Since(began) > s.cfg.lease {
+				// Past the lease another owner may take over at any moment;
+				// until then each attempt counts, so retry at the short pause.
+				pause = min(2*pause, maxCompleteRetry)
+			}
+			sctx, cancel := context.WithTimeout(ctx, s.cfg.sqlTimeout)
+			err := s.sql.Complete(sctx, key, stok, val, s.cfg.retention)
+			cancel()
+			switch {
+			case err == nil:
+				s.publish(ctx, key, fp, val, rtok)
+				s.cache.put(key, fp, val, time.Time{}, time.Now())
+				return
+			case errors.Is(err, idem.ErrLeaseLost):
+				s.releaseRedis(key, rtok)
+				s.observe(ctx, idem.EventLeaseLost, idem.TierSQL, key, 0, err)
+				return
+			}
+		}
+	}()
+}
+
+// maxCompleteRetry caps the pause between background completion attempts.
+const maxCompleteRetry = 5 * time.Second
 
 // call runs fn, turning a panic into a *PanicError.
 func call(ctx context.Context, fn Func) (val []byte, err error) {

@@ -12,7 +12,7 @@ import (
 // renewing both every lease/3. When the deciding tier refuses the token, or
 // cannot be reached before the lease would lapse, it cancels the work with
 // cause idem.ErrLeaseLost. The returned stop waits for the goroutine to end.
-func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key idem.Key, stok, rtok string) (stop func()) {
+func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key idem.Key, stok, rtok string, expiry time.Time) (stop func()) {
 	if stok == "" && rtok == "" {
 		return func() {}
 	}
@@ -24,12 +24,11 @@ func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key i
 		every := s.cfg.lease / 3
 		t := time.NewTicker(every)
 		defer t.Stop()
-		// expiry is when the lease lapses at the latest, as far as this
+		// expiry is when the lease lapses at the earliest, as far as this
 		// process can tell: a lease runs from when the store executed the
 		// claim or renewal, which is after it was sent, so the send time
 		// minus a margin for clock rate and scheduling is safe.
-		margin := s.cfg.lease / 10
-		expiry := time.Now().Add(s.cfg.lease - margin)
+		margin := s.leaseMargin()
 		for {
 			select {
 			case <-done:
@@ -63,6 +62,10 @@ func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key i
 		<-exited
 	}
 }
+
+// leaseMargin is how much earlier than the store this process considers a
+// lease lapsed.
+func (s *Store) leaseMargin() time.Duration { return s.cfg.lease / 10 }
 
 // renewOnce renews each claim once, each call bounded by expiry. decided
 // reports whether the deciding tier renewed; lost whether it refused the

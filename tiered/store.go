@@ -108,9 +108,16 @@ type outcome struct {
 // another fingerprint; idem.ErrInFlight when another owner still works after
 // the wait; idem.ErrUnavailable when the deciding tier cannot answer (fn did
 // not run); idem.ErrLeaseLost when fn ran but lost its lease (its result was
-// not stored); *PanicError when fn panicked; fn's own error (with the value
-// fn returned in Result.Value). When ctx ends first, Do returns its cause at
-// once; the work goes on for the other callers.
+// not stored); ErrNotReplayable (wrapping idem.ErrTooLarge) when fn's
+// result was too large to keep, for the owner (with the value) and for
+// every later caller; *PanicError when fn panicked; fn's own error (with the
+// value fn returned in Result.Value). When ctx ends first, Do returns its
+// cause at once; the work goes on for the other callers.
+//
+// When fn succeeded but the deciding tier cannot take the completion, Do
+// still returns the result, and the Store keeps completing in the
+// background until the tier accepts it, refuses the token (another owner
+// took over after the lease), or the Store closes.
 func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Func) (Result, error) {
 	if s.closed.Load() {
 		return Result{}, ErrClosed
@@ -127,7 +134,8 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 			return Result{}, idem.ErrMismatch
 		}
 		s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
-		return Result{Value: v, Replayed: true, Tier: idem.TierLocal}, nil
+		o := replayed(v, idem.TierLocal)
+		return o.result, o.err
 	}
 	var led bool // set only by this caller's closure, which runs only if it leads
 	d := key.Digest()
