@@ -219,11 +219,21 @@ func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	return e.record(key), nil
 }
 
-// sweep deletes every expired record. l.mu must be held.
+// sweepVisit bounds how many records one sweep looks at, so that a sweep
+// costs the same however many records are stored. Map iteration starts at a
+// random place, so successive sweeps cover the whole map.
+const sweepVisit = 4 * sweepEvery
+
+// sweep deletes expired records among up to sweepVisit of them. l.mu must
+// be held.
 func (l *Layer) sweep(now time.Time) {
+	n := 0
 	for d, e := range l.records {
 		if !now.Before(e.expiresAt) {
 			delete(l.records, d)
+		}
+		if n++; n == sweepVisit {
+			return
 		}
 	}
 }

@@ -16,12 +16,14 @@ func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key i
 	if stok == "" && rtok == "" {
 		return func() {}
 	}
+	every := s.cfg.lease / 3
 	done, exited := make(chan struct{}), make(chan struct{})
 	s.wg.Add(1)
-	go func() {
+	// Most work ends before its first renewal: the renewer starts only when
+	// that is due, so short work costs a timer, not a goroutine.
+	timer := time.AfterFunc(every, func() {
 		defer s.wg.Done()
 		defer close(exited)
-		every := s.cfg.lease / 3
 		t := time.NewTicker(every)
 		defer t.Stop()
 		// expiry is when the lease lapses at the earliest, as far as this
@@ -30,13 +32,6 @@ func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key i
 		// minus a margin for clock rate and scheduling is safe.
 		margin := s.leaseMargin()
 		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
 			sent := time.Now()
 			// A renewal that has not succeeded by the expiry is worthless:
 			// bound it by the lease, not only by the tier's timeout.
@@ -55,10 +50,21 @@ func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key i
 				cancel(idem.ErrLeaseLost)
 				return
 			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
-	}()
+	})
 	return func() {
 		close(done)
+		if timer.Stop() {
+			s.wg.Done() // the renewer never started
+			return
+		}
 		<-exited
 	}
 }

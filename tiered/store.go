@@ -139,7 +139,7 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 	}
 	var led bool // set only by this caller's closure, which runs only if it leads
 	d := key.Digest()
-	ch := s.group.DoChan(string(d[:])+fingerprint, func() (any, error) {
+	lead := func() (any, error) {
 		led = true
 		// The work keeps the leading caller's values (trace spans, request
 		// data) but none of its cancellation; it ends with the Store.
@@ -147,21 +147,34 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 		defer cancel()
 		defer context.AfterFunc(s.base, cancel)()
 		return s.execute(wctx, key, fingerprint, fn), nil
-	})
+	}
+	if ctx.Done() == nil {
+		// A caller that cannot give up waits for the execution anyway: run
+		// it on this goroutine, which saves a goroutine and its stack growth
+		// per execution. execute never panics, so Do cannot re-panic.
+		v, _, _ := s.group.Do(string(d[:])+fingerprint, lead)
+		return s.share(ctx, key, v.(outcome), led)
+	}
+	ch := s.group.DoChan(string(d[:])+fingerprint, lead)
 	select {
 	case r := <-ch:
-		o := r.Val.(outcome)
-		if !led {
-			o.result.Replayed = true
-			if o.err == nil {
-				o.result.Tier = idem.TierLocal
-				s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
-			}
-		}
-		return o.result, o.err
+		return s.share(ctx, key, r.Val.(outcome), led)
 	case <-ctx.Done():
 		return Result{}, context.Cause(ctx)
 	}
+}
+
+// share turns an execution's outcome into this caller's answer: a caller
+// that did not lead got a replay.
+func (s *Store) share(ctx context.Context, key idem.Key, o outcome, led bool) (Result, error) {
+	if !led {
+		o.result.Replayed = true
+		if o.err == nil {
+			o.result.Tier = idem.TierLocal
+			s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
+		}
+	}
+	return o.result, o.err
 }
 
 // onceFingerprint is the fingerprint Once uses: a message ID names one
