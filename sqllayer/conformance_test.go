@@ -1,6 +1,7 @@
 package sqllayer_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -10,40 +11,56 @@ import (
 	"github.com/idemkit/idem/storetest"
 )
 
-// TestConformance runs the conformance suite on every SQL backend, each
-// Layer over its own pool and all of them over the same tables.
+// TestConformance runs the conformance suite on every SQL backend in the
+// default order of Reserve's statements, and on the servers in each fixed
+// order too (the default adapts between the first two). Within a run each
+// Layer has its own pool, all over the same tables.
+//
+// The runs spend most of their time waiting out leases, so they run at
+// once, each in its own goroutine, whatever -parallel says; their pools are
+// small enough that the servers, shared with other packages' tests, keep
+// connections to spare.
 func TestConformance(t *testing.T) {
-	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
-		t.Parallel()
-		// TestEightInstancesThousandKeys covers a thousand keys on the
-		// servers; here fewer keep the run short, above all on SQLite,
-		// which is Go code that the race detector slows down tenfold.
-		conformance(t, setup(t, s), 150)
-	})
-}
-
-// TestConformanceOrders runs the suite on the servers in each fixed order of
-// Reserve's statements (the default adapts between the first two).
-func TestConformanceOrders(t *testing.T) {
+	type run struct {
+		name  string
+		open  func(testing.TB) *testenv.SQL
+		order sqllayer.ReserveOrder
+		conns int
+	}
+	runs := []run{
+		{"postgres", testenv.Postgres, sqllayer.Adaptive, 4},
+		{"mysql", testenv.MySQL, sqllayer.Adaptive, 4},
+		{"sqlite-file", testenv.SQLiteFile, sqllayer.Adaptive, 0},
+		{"sqlite-memory", testenv.SQLiteMemory, sqllayer.Adaptive, 0},
+	}
 	for _, o := range []sqllayer.ReserveOrder{sqllayer.ReadFirst, sqllayer.InsertFirst, sqllayer.OneStatement} {
-		t.Run(o.String(), func(t *testing.T) {
-			servers(t, func(t *testing.T, s *testenv.SQL) {
-				t.Parallel()
-				conformance(t, setup(t, s), 50, sqllayer.WithReserveOrder(o))
+		runs = append(runs,
+			run{"postgres-" + o.String(), testenv.Postgres, o, 2},
+			run{"mysql-" + o.String(), testenv.MySQL, o, 2})
+	}
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() {
+			t.Run(r.name, func(t *testing.T) {
+				b := setup(t, r.open(t))
+				b.conns = r.conns
+				storetest.Run(t, storetest.Harness{
+					// TestEightInstancesThousandKeys covers a thousand keys
+					// on the servers; here fewer keep the run short, above
+					// all on SQLite, which is Go code that the race
+					// detector slows down tenfold.
+					Keys: 150,
+					New: func(t *testing.T) idem.Layer {
+						l, _ := b.layer(t, sqllayer.WithReserveOrder(r.order))
+						return l
+					},
+					// Servers compare microseconds, SQLite milliseconds; a
+					// few hundred milliseconds leave room for slow shared
+					// machines.
+					Tick: 300 * time.Millisecond,
+				})
 			})
 		})
 	}
-}
-
-func conformance(t *testing.T, b *backend, keys int, opts ...sqllayer.Option) {
-	storetest.Run(t, storetest.Harness{
-		Keys: keys,
-		New: func(t *testing.T) idem.Layer {
-			l, _ := b.layer(t, opts...)
-			return l
-		},
-		// Servers compare microseconds, SQLite milliseconds; a few
-		// hundred milliseconds leave room for slow shared machines.
-		Tick: 300 * time.Millisecond,
-	})
+	wg.Wait()
 }

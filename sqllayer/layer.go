@@ -67,6 +67,9 @@ func New(db *bun.DB, opts ...Option) *Layer {
 	for _, o := range opts {
 		o(l)
 	}
+	if l.now == nil {
+		l.now = time.Now
+	}
 	if db == nil {
 		l.err = fmt.Errorf("sqllayer: nil *bun.DB")
 		return l

@@ -1,8 +1,10 @@
 package sqllayer_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,8 @@ type backend struct {
 	opts []sqllayer.Option
 	// records, events and versions are the test's table names.
 	records, events, versions string
+	// conns caps each server pool that layer opens; 0 means 8.
+	conns int
 }
 
 // setup creates fresh tables on s for t and returns the backend.
@@ -63,7 +67,7 @@ func (b *backend) layer(t *testing.T, opts ...sqllayer.Option) (*sqllayer.Layer,
 	if b.sql.Real {
 		// The servers are shared with other packages' tests: stay well under
 		// their connection limits.
-		db.SetMaxOpenConns(8)
+		db.SetMaxOpenConns(cmp.Or(b.conns, 8))
 	}
 	return sqllayer.New(db, append(append([]sqllayer.Option(nil), b.opts...), opts...)...), db
 }
@@ -84,4 +88,24 @@ func count(t testing.TB, db bun.IDB, table, where string, args ...any) int {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
+}
+
+// allSQLAtOnce runs fn as a subtest for every SQL backend, as
+// testenv.AllSQL does, but all at once, each in its own goroutine: for tests
+// that mostly wait out leases, which -parallel would run two at a time.
+func allSQLAtOnce(t *testing.T, fn func(t *testing.T, s *testenv.SQL)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, b := range []struct {
+		name string
+		open func(testing.TB) *testenv.SQL
+	}{
+		{"postgres", testenv.Postgres},
+		{"mysql", testenv.MySQL},
+		{"sqlite-file", testenv.SQLiteFile},
+		{"sqlite-memory", testenv.SQLiteMemory},
+	} {
+		wg.Go(func() { t.Run(b.name, func(t *testing.T) { fn(t, b.open(t)) }) })
+	}
+	wg.Wait()
 }
