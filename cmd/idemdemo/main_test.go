@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/idemkit/idem/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,11 +23,20 @@ func TestDemoScenarios(t *testing.T) {
 	}{
 		{"embedded", []string{"-redis", "", "-postgres", ""}},
 	}
-	if os.Getenv("IDEM_REDIS_URL") != "" && os.Getenv("IDEM_POSTGRES_DSN") != "" {
+	// The real servers, when this machine has them (required under
+	// IDEM_REQUIRE_SERVICES=1).
+	_, rerr := testenv.RedisOptions()
+	_, perr := testenv.PostgresDSN()
+	switch {
+	case rerr == nil && perr == nil:
 		cases = append(cases, struct {
 			name string
 			args []string
-		}{"real", nil})
+		}{"real", []string{"-redis", orDefault(testenv.EnvRedis, testenv.DefaultRedisURL), "-postgres", orDefault(testenv.EnvPostgres, testenv.DefaultPostgresDSN)}})
+	case testenv.Required():
+		t.Fatalf("real services required but unavailable: redis: %v, postgres: %v", rerr, perr)
+	default:
+		t.Logf("no real redis and postgres (%v, %v): the demo runs on the embedded pair only", rerr, perr)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,6 +50,13 @@ func TestDemoScenarios(t *testing.T) {
 			t.Log("\n" + out.String())
 		})
 	}
+}
+
+func orDefault(env, def string) string {
+	if v := os.Getenv(env); v != "" {
+		return v
+	}
+	return def
 }
 
 func TestBadBackendIsAClearError(t *testing.T) {
