@@ -136,6 +136,9 @@ func WithLocalCache(items, bytes int, ttl time.Duration) Option {
 }
 
 // WithObserver sets the observer of every event. Default none (no cost).
+// Takeovers of expired claims happen inside the deciding layer, which alone
+// knows of them: give the same observer to sqllayer.WithObserver to count
+// them (EventTakeover).
 func WithObserver(o idem.Observer) Option {
 	return func(c *config) error { c.observer = o; return nil }
 }
