@@ -96,7 +96,7 @@ func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func
 			// Released (the owner failed) or the wait ran out: reserve again;
 			// the deadline check above ends the loop.
 			continue
-		case ctx.Err() != nil:
+		case s.stopped(ctx):
 			return "", sent, outcome{err: ErrClosed}, true
 		default:
 			s.redisFailed(ctx, key, err)
@@ -117,7 +117,7 @@ func (s *Store) waitRedis(ctx context.Context, key idem.Key, deadline time.Time)
 	defer cancel()
 	if s.waiter != nil {
 		rec, err := s.waiter.Wait(wctx, key)
-		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		if err != nil && wctx.Err() != nil && !s.stopped(ctx) {
 			return idem.Record{}, idem.ErrInFlight
 		}
 		if err == nil && !rec.Completed() {
@@ -126,9 +126,9 @@ func (s *Store) waitRedis(ctx context.Context, key idem.Key, deadline time.Time)
 		return rec, err
 	}
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
-		if !sleep(wctx, pause) {
-			if ctx.Err() != nil {
-				return idem.Record{}, ctx.Err()
+		if !s.sleep(wctx, pause) {
+			if s.stopped(ctx) {
+				return idem.Record{}, ErrClosed
 			}
 			return idem.Record{}, idem.ErrInFlight
 		}
@@ -152,7 +152,7 @@ func (s *Store) sqlPhase(ctx context.Context, key idem.Key, fp string, fn Func, 
 		rec, claimed, err := s.sql.Reserve(sctx, key, fp, s.cfg.lease, s.cfg.retention)
 		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
+			if s.stopped(ctx) {
 				s.releaseRedis(key, rtok)
 				return "", sent, outcome{err: ErrClosed}, true
 			}
@@ -196,7 +196,7 @@ func (s *Store) sqlPhase(ctx context.Context, key idem.Key, fp string, fn Func, 
 			}
 			continue // not ours to replay: ask SQL again
 		}
-		if ctx.Err() != nil {
+		if s.stopped(ctx) {
 			s.releaseRedis(key, rtok)
 			return "", sent, outcome{err: ErrClosed}, true
 		}
@@ -227,14 +227,14 @@ func (s *Store) awaitSignal(ctx context.Context, key idem.Key, rtok string, paus
 		switch {
 		case err == nil && rec.Completed():
 			return rec, true
-		case err != nil && wctx.Err() == nil && ctx.Err() == nil && !errors.Is(err, idem.ErrNotFound):
+		case err != nil && wctx.Err() == nil && !s.stopped(ctx) && !errors.Is(err, idem.ErrNotFound):
 			s.redisFailed(ctx, key, err)
 		}
 		if time.Since(began) >= pause {
 			return idem.Record{}, false // waited long enough: ask SQL again
 		}
 	}
-	sleep(ctx, pause)
+	s.sleep(ctx, pause)
 	return idem.Record{}, false
 }
 
@@ -290,8 +290,10 @@ func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok,
 		}
 		expiry = renewSent.Add(s.cfg.lease - s.leaseMargin())
 	}
+	// The work ends with the Store: Close cancels it.
 	workCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	defer context.AfterFunc(s.base, func() { cancel(ErrClosed) })()
 	stopRenew := s.renew(workCtx, cancel, key, stok, rtok, expiry)
 	start := time.Now()
 	val, err := call(workCtx, fn)
@@ -421,10 +423,10 @@ func (s *Store) completeSQL(ctx context.Context, key idem.Key, stok string, val 
 		sctx, cancel := context.WithTimeout(ctx, s.cfg.sqlTimeout)
 		err := s.sql.Complete(sctx, key, stok, val, s.cfg.retention)
 		cancel()
-		if err == nil || errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, idem.ErrTooLarge) || ctx.Err() != nil {
+		if err == nil || errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, idem.ErrTooLarge) || s.stopped(ctx) {
 			return err
 		}
-		if !time.Now().Add(pause).Before(giveUp) || !sleep(ctx, pause) {
+		if !time.Now().Add(pause).Before(giveUp) || !s.sleep(ctx, pause) {
 			if !errors.Is(err, idem.ErrUnavailable) {
 				err = fmt.Errorf("%w: completing in sql: %w", idem.ErrUnavailable, err)
 			}
@@ -500,11 +502,31 @@ func (s *Store) releaseRedis(key idem.Key, rtok string) {
 // redisFailed records a Redis failure: an event, and a strike towards
 // switching Redis off. A caller's own cancellation is no strike.
 func (s *Store) redisFailed(ctx context.Context, key idem.Key, err error) {
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+	if errors.Is(err, context.Canceled) && s.stopped(ctx) {
 		return
 	}
 	s.observe(ctx, idem.EventTierError, idem.TierRedis, key, 0, err)
 	s.health.fail(ctx, err, time.Now())
+}
+
+// stopped reports whether the call should give up: ctx ended or the Store
+// closed. The phases before the work run on the caller's values without any
+// cancellation (see Do), so Close reaches them through this check.
+func (s *Store) stopped(ctx context.Context) bool { return ctx.Err() != nil || s.base.Err() != nil }
+
+// sleep waits d, or until ctx ends or the Store closes; it reports whether
+// d passed.
+func (s *Store) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.base.Done():
+		return false
+	}
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

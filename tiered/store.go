@@ -141,12 +141,11 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 	d := key.Digest()
 	lead := func() (any, error) {
 		led = true
-		// The work keeps the leading caller's values (trace spans, request
-		// data) but none of its cancellation; it ends with the Store.
-		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		defer cancel()
-		defer context.AfterFunc(s.base, cancel)()
-		return s.execute(wctx, key, fingerprint, fn), nil
+		// The execution keeps the leading caller's values (trace spans,
+		// request data) but none of its cancellation. It ends with the
+		// Store: the phases check for Close, and the work's own context is
+		// cancelled by it.
+		return s.execute(context.WithoutCancel(ctx), key, fingerprint, fn), nil
 	}
 	if ctx.Done() == nil {
 		// A caller that cannot give up waits for the execution anyway: run
