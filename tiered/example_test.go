@@ -76,7 +76,8 @@ func ExampleStore_Once() {
 // The recommended production setup: Redis answers most duplicates in one
 // round trip, Postgres decides.
 func ExampleNew() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	// ContextTimeoutEnabled lets the layers' short deadlines reach the socket.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	sqldb, err := sql.Open("pgx", "postgres://app@127.0.0.1:5432/app")
 	if err != nil {
