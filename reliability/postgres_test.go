@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/faultlayer"
-	"github.com/idemkit/idem/internal/faultproxy"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/tiered"
 )
@@ -250,18 +248,7 @@ func checkAnswers(t *testing.T, want string, owner answer, dups ...answer) {
 // Postgres). The layer's retry recognises the completion its own token made:
 // the owner succeeds, nothing runs again.
 func TestPostgresReplyLostAfterCommit(t *testing.T) {
-	pg := testenv.Postgres(t)
-	u, err := url.Parse(pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faultproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	u.Host = p.Addr()
-	via := &testenv.SQL{Kind: pg.Kind, DSN: u.String(), Real: true}
+	via, p := testenv.PostgresViaProxy(t)
 	r := newPGRig(t, withSQLVia(via), withMaxConns(1))
 	// One connection that has run every statement once: the next completion
 	// is a single round trip whose reply is the one dropped.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/faultlayer"
-	"github.com/idemkit/idem/internal/faultproxy"
 	"github.com/idemkit/idem/internal/stacktest"
 	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/redislayer"
@@ -196,18 +194,7 @@ func TestMiniredisClosedMidRun(t *testing.T) {
 // With SQL unreachable (every connection refused and reset at a proxy in
 // front of Postgres), Do fails closed: ErrUnavailable and zero executions.
 func TestSQLUnreachableFailsClosed(t *testing.T) {
-	pg := testenv.Postgres(t)
-	u, err := url.Parse(pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.New(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	u.Host = proxy.Addr()
-	viaProxy := &testenv.SQL{Kind: pg.Kind, DSN: u.String(), Real: true}
+	viaProxy, proxy := testenv.PostgresViaProxy(t)
 	st := stacktest.On(t, "postgres via proxy", testenv.AnyRedis(t), viaProxy)
 	s := st.Store(t, tiered.WithTimeouts(2*time.Second, time.Second))
 	var c counter
