@@ -376,7 +376,7 @@ func (s *Store) completeLater(key idem.Key, fp, stok, rtok string, val []byte) {
 		ctx := s.base
 		began := time.Now()
 		for pause := s.cfg.pollMax; ; {
-			if !sleep(ctx, pause) {
+			if !s.sleep(ctx, pause) {
 				return
 			}
 			if time.Since(began) > s.cfg.lease {
@@ -525,18 +525,6 @@ func (s *Store) sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	case <-s.base.Done():
-		return false
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
 		return false
 	}
 }
