@@ -12,9 +12,20 @@ import (
 	"github.com/idemkit/idem/storetest"
 )
 
+// fixedOrders are the Reserve orders the suite runs under one by one; the
+// default, Adaptive, switches between them as the suite's mix of new keys
+// and duplicates goes.
+var fixedOrders = []redislayer.ReserveOrder{redislayer.ReadFirst, redislayer.ClaimFirst}
+
 func TestConformanceMiniredis(t *testing.T) {
 	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	t.Run("Layer", func(t *testing.T) { h, _ := miniHarness(t); storetest.Run(t, h) })
+	for _, o := range fixedOrders {
+		t.Run("Layer/"+o.String(), func(t *testing.T) {
+			h, _ := miniHarness(t, redislayer.WithReserveOrder(o))
+			storetest.Run(t, h)
+		})
+	}
 	t.Run("Waiter", func(t *testing.T) { h, _ := miniHarness(t); storetest.RunWaiter(t, h) })
 	t.Run("Filler", func(t *testing.T) { h, _ := miniHarness(t); storetest.RunFiller(t, h) })
 }
@@ -22,6 +33,11 @@ func TestConformanceMiniredis(t *testing.T) {
 func TestConformanceRedis(t *testing.T) {
 	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
 	t.Run("Layer", func(t *testing.T) { storetest.Run(t, realHarness(t)) })
+	for _, o := range fixedOrders {
+		t.Run("Layer/"+o.String(), func(t *testing.T) {
+			storetest.Run(t, realHarness(t, redislayer.WithReserveOrder(o)))
+		})
+	}
 	t.Run("Waiter", func(t *testing.T) { storetest.RunWaiter(t, realHarness(t)) })
 	t.Run("Filler", func(t *testing.T) { storetest.RunFiller(t, realHarness(t)) })
 }

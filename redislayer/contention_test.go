@@ -19,7 +19,8 @@ const (
 )
 
 // realLayers returns n layers on their own clients over the real Redis,
-// sharing one fresh prefix.
+// sharing one fresh prefix. They alternate the two fixed Reserve orders, so
+// that a GET-first duplicate races a claim-first one.
 func realLayers(t *testing.T, n int) []*redislayer.Layer {
 	t.Helper()
 	r := testenv.RealRedis(t)
@@ -31,7 +32,9 @@ func realLayers(t *testing.T, n int) []*redislayer.Layer {
 		o.ContextTimeoutEnabled = true
 		c := redis.NewClient(&o)
 		t.Cleanup(func() { _ = c.Close() })
-		ls[i] = newLayer(t, c, redislayer.WithPrefix(prefix), redislayer.WithTimeout(5*time.Second))
+		order := []redislayer.ReserveOrder{redislayer.ReadFirst, redislayer.ClaimFirst}[i%2]
+		ls[i] = newLayer(t, c, redislayer.WithPrefix(prefix), redislayer.WithTimeout(5*time.Second),
+			redislayer.WithReserveOrder(order))
 	}
 	return ls
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/mix"
 )
 
 var (
@@ -44,7 +45,10 @@ type Layer struct {
 	prefix    string
 	timeout   time.Duration
 	maxResult int
+	order     ReserveOrder
 	hub       *hub
+
+	seen mix.Existing // the share of Reserve calls that found their key taken
 
 	// scriptOnly is set once the server refused SET with both NX and GET
 	// (Redis before 7.0): Reserve then runs reserve.lua alone.

@@ -27,15 +27,15 @@ func newLayer(t testing.TB, c redislayer.Client, opts ...redislayer.Option) *red
 }
 
 // miniHarness is a harness over one miniredis: each New is a client and a
-// layer of its own; Advance moves miniredis's TTL clock.
-func miniHarness(t *testing.T) (storetest.Harness, *miniredis.Miniredis) {
+// layer of its own (with opts); Advance moves miniredis's TTL clock.
+func miniHarness(t *testing.T, opts ...redislayer.Option) (storetest.Harness, *miniredis.Miniredis) {
 	m := testenv.MiniRedis(t).Mini
 	prefix := testenv.Prefix()
 	return storetest.Harness{
 		New: func(t *testing.T) idem.Layer {
 			c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = c.Close() })
-			return newLayer(t, c, redislayer.WithPrefix(prefix), redislayer.WithTimeout(5*time.Second))
+			return newLayer(t, c, append([]redislayer.Option{redislayer.WithPrefix(prefix), redislayer.WithTimeout(5 * time.Second)}, opts...)...)
 		},
 		Advance: func(_ *testing.T, d time.Duration) { m.FastForward(d) },
 		Tick:    200 * time.Millisecond,
@@ -44,7 +44,7 @@ func miniHarness(t *testing.T) (storetest.Harness, *miniredis.Miniredis) {
 
 // realHarness is a harness over the real Redis, under a prefix of its own
 // whose keys are deleted when the test ends.
-func realHarness(t *testing.T) storetest.Harness {
+func realHarness(t *testing.T, opts ...redislayer.Option) storetest.Harness {
 	r := testenv.RealRedis(t)
 	prefix := testenv.Prefix()
 	cleanPrefix(t, r.Options, prefix)
@@ -54,7 +54,7 @@ func realHarness(t *testing.T) storetest.Harness {
 			o.ContextTimeoutEnabled = true
 			c := redis.NewClient(&o)
 			t.Cleanup(func() { _ = c.Close() })
-			return newLayer(t, c, redislayer.WithPrefix(prefix), redislayer.WithTimeout(5*time.Second))
+			return newLayer(t, c, append([]redislayer.Option{redislayer.WithPrefix(prefix), redislayer.WithTimeout(5 * time.Second)}, opts...)...)
 		},
 	}
 }

@@ -50,3 +50,8 @@ func WithTimeout(d time.Duration) Option {
 // DefaultMaxResult; n <= 0 means no limit of the layer's own (Redis refuses
 // values over its proto-max-bulk-len, 512 MB by default).
 func WithMaxResult(n int) Option { return func(l *Layer) { l.maxResult = n } }
+
+// WithReserveOrder sets the order of Reserve's commands. Default Adaptive:
+// a GET first while most keys arrive taken, the claim first while most are
+// new. See ReserveOrder.
+func WithReserveOrder(o ReserveOrder) Option { return func(l *Layer) { l.order = o } }

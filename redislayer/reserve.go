@@ -10,7 +10,9 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Reserve implements idem.Layer. It is one round trip in the common cases:
+// Reserve implements idem.Layer. It is one round trip in the common cases,
+// in the order WithReserveOrder sets (by default the one that suits the
+// recent mix of new keys and duplicates): a GET answers a duplicate, and
 // SET NX PX GET stores the claim (an in-progress record with a token minted
 // here by idem.NewToken, never derived from the key) unless a record is
 // there, and returns that record otherwise. A completed record is a replay;
@@ -41,27 +43,52 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		return idem.Record{}, false, err
 	}
 	name := l.name(key)
+	c, cancel := l.bound(ctx)
+	defer cancel()
+	viaScript := l.scriptOnly.Load()
+	if !viaScript && l.readFirst() {
+		cmd := redis.NewStringCmd(c, "get", name)
+		_ = l.client.Process(c, cmd)
+		v, err := cmd.Result()
+		switch {
+		case isNil(err): // a new key: claim it below
+		case err != nil:
+			return idem.Record{}, false, l.fail(ctx, "reserve", err)
+		default:
+			s, err := decode(v)
+			if err != nil {
+				return idem.Record{}, false, err
+			}
+			if s.state == stateCompleted || s.fp != fingerprint {
+				l.seen.Learn(true)
+				return s.record(key, fingerprint), false, nil
+			}
+			// In progress with this fingerprint: only reserve.lua can
+			// tell whether its lease has lapsed.
+			viaScript = true
+		}
+	}
 	token := idem.NewToken()
 	leaseMs, ttlMs := millis(lease), max(millis(ttl), millis(lease))
 	now := time.Now().UnixMilli()
 	claim := encode(stateInProgress, token, ttlMs-leaseMs, now+leaseMs, now+ttlMs, fingerprint, nil)
 
-	c, cancel := l.bound(ctx)
-	defer cancel()
 	var v string
 	var err error
-	if !l.scriptOnly.Load() {
+	if !viaScript {
 		cmd := redis.NewStringCmd(c, "set", name, claim, "px", ttlMs, "nx", "get")
 		_ = l.client.Process(c, cmd)
 		v, err = cmd.Result()
 		if err != nil && !isNil(err) && redis.HasErrorPrefix(err, "syntax error") { // go-redis trims "ERR "
 			l.scriptOnly.Store(true) // Redis < 7.0: no NX with GET
+			viaScript = true
 		}
 	}
-	if l.scriptOnly.Load() || (err == nil && sameOwnerCandidate(v, fingerprint, token)) {
+	if viaScript || (err == nil && sameOwnerCandidate(v, fingerprint, token)) {
 		v, err = reserveScript.Run(c, l.client, []string{name}, claim, ttlMs).Text()
 	}
 	if isNil(err) {
+		l.seen.Learn(false)
 		return idem.Record{Key: key, Fingerprint: fingerprint, State: idem.StateInProgress, Token: token,
 			LeaseUntil: fromMillis(now + leaseMs), ExpiresAt: fromMillis(now + ttlMs)}, true, nil
 	}
@@ -74,10 +101,12 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	if s.state == stateInProgress && s.token == token {
 		// SET NX GET re-sent by go-redis after it had stored our claim.
+		l.seen.Learn(false)
 		rec := s.record(key, fingerprint)
 		rec.Token = token
 		return rec, true, nil
 	}
+	l.seen.Learn(true)
 	return s.record(key, fingerprint), false, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun/dialect"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/mix"
 )
 
 var _ idem.Layer = (*Layer)(nil)
@@ -37,7 +38,7 @@ type Layer struct {
 	sqlite  bool
 	native  bool // statements go to the driver beneath bun, with $N arguments
 	order   ReserveOrder
-	seen    seen // the share of Reserve calls that found their key taken
+	seen    mix.Existing // the share of Reserve calls that found their key taken
 	st      stmts
 	schema  []string
 

@@ -1,7 +1,5 @@
 package sqllayer
 
-import "sync/atomic"
-
 // ReserveOrder is the order in which Reserve sends its statements. Every
 // order makes the same decisions; they differ in what a new key and a
 // duplicate cost.
@@ -43,27 +41,6 @@ func (o ReserveOrder) String() string {
 	return "unknown"
 }
 
-// seen estimates the share of keys that existed among the last Reserve calls:
-// an exponentially weighted average in units of 1/seenOne, updated with
-// plain loads and stores (a lost update among racing calls is harmless).
-type seen struct{ v atomic.Int64 }
-
-const (
-	seenOne   = 1 << 16
-	seenShift = 5 // each call weighs 1/32
-)
-
-func (s *seen) learn(existed bool) {
-	x := int64(0)
-	if existed {
-		x = seenOne
-	}
-	v := s.v.Load()
-	s.v.Store(v + (x-v)>>seenShift)
-}
-
-func (s *seen) mostlyExisting() bool { return s.v.Load() >= seenOne/2 }
-
 // readFirst decides the order of one Reserve.
 func (l *Layer) readFirst() bool {
 	switch {
@@ -71,7 +48,7 @@ func (l *Layer) readFirst() bool {
 		// A conflicting INSERT would take SQLite's single write lock.
 		return true
 	case l.order == Adaptive:
-		return l.seen.mostlyExisting()
+		return l.seen.Mostly()
 	}
 	return l.order == ReadFirst
 }

@@ -127,7 +127,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 				record, ok, err = l.insertReturning(ctx, q, c, token)
 			}
 			if round == 0 && err == nil {
-				l.seen.learn(!ok)
+				l.seen.Learn(!ok)
 			}
 			if err != nil || ok {
 				return record, ok, err
@@ -140,7 +140,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 				}
 			}
 		} else if round == 0 {
-			l.seen.learn(true)
+			l.seen.Learn(true)
 		}
 		if !found {
 			continue // released or swept between the statements
