@@ -50,9 +50,7 @@ func TestConformanceCluster(t *testing.T) {
 			return newLayer(t, rc.Client(t), redislayer.WithTimeout(5*time.Second))
 		},
 	}
-	t.Run("Layer", func(t *testing.T) { storetest.Run(t, h) })
-	t.Run("Waiter", func(t *testing.T) { storetest.RunWaiter(t, h) })
-	t.Run("Filler", func(t *testing.T) { storetest.RunFiller(t, h) })
+	suites(t, h)
 }
 
 // TestConformanceRing runs the suite over a Ring of two test-owned servers:
@@ -73,4 +71,11 @@ func TestConformanceRing(t *testing.T) {
 	}
 	t.Run("Layer", func(t *testing.T) { storetest.Run(t, h) })
 	t.Run("Waiter", func(t *testing.T) { storetest.RunWaiter(t, h) })
+}
+
+// suites runs the Layer, Waiter and Filler suites over h.
+func suites(t *testing.T, h storetest.Harness) {
+	t.Run("Layer", func(t *testing.T) { storetest.Run(t, h) })
+	t.Run("Waiter", func(t *testing.T) { storetest.RunWaiter(t, h) })
+	t.Run("Filler", func(t *testing.T) { storetest.RunFiller(t, h) })
 }
