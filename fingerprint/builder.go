@@ -24,6 +24,7 @@ type Builder struct {
 	maxBytes   int64
 	maxDepth   int
 	err        error // a configuration error, returned by every method
+	memo       *memo // digests of recent inputs, see memo.go
 }
 
 // New returns a Builder configured by opts over the defaults: the default
@@ -44,6 +45,7 @@ func New(opts ...Option) *Builder {
 		query:    c.query,
 		maxBytes: c.maxBytes,
 		maxDepth: c.maxDepth,
+		memo:     new(memo),
 	}
 	var deny []string
 	if c.defaultDeny {
@@ -92,11 +94,22 @@ func (b *Builder) Sum(body []byte) (string, error) {
 	}
 	w := getWork()
 	defer putWork(w)
+	var k [32]byte
+	if len(body) > 0 {
+		k = w.memoKey(nil, bodyJSON, jsonType, "", body)
+		if fp, ok := b.memo.get(&k); ok {
+			return fp, nil
+		}
+	}
 	w.out = append(w.out, domain...)
 	if err := w.jsonBody(b, jsonType, body); err != nil {
 		return "", err
 	}
-	return digest(w.out), nil
+	fp := digest(w.out)
+	if len(body) > 0 {
+		b.memo.put(&k, fp)
+	}
+	return fp, nil
 }
 
 // Canonicalize returns the canonical form that Sum hashes for a JSON body:

@@ -113,6 +113,19 @@
 // same bytes as application/json differ. Builder.Sum hashes a body alone
 // as application/json.
 //
+// # Repeated requests
+//
+// A retry usually repeats its request byte for byte. Each Builder remembers
+// the digests of the last few thousand requests and bodies whose body it
+// canonicalized, under a SHA-256 of everything the digest is computed from
+// (the request parts, media type, encoding and raw body), so a repeated
+// request costs one pass of SHA-256 over its bytes instead of a
+// canonicalization: about a sixth of the time for a 1 KiB JSON body, and no
+// allocation. The memo is exact (two inputs share an entry only if SHA-256
+// collides) and bounded (a fixed table, where a newcomer replaces whatever
+// held its slot); a request it has not seen pays that hash on top of the
+// canonicalization.
+//
 // # Bad input
 //
 // Nothing panics and nothing takes time out of proportion to the input:

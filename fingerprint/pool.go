@@ -1,6 +1,9 @@
 package fingerprint
 
-import "sync"
+import (
+	"hash"
+	"sync"
+)
 
 // work is the scratch space of one call: the parser's slices, the output
 // buffer and the path-matching states. It is reused through a pool so that
@@ -11,6 +14,8 @@ type work struct {
 	states  []state
 	pairs   []pair
 	scratch []byte // unescaped query and form pairs
+	h       hash.Hash
+	memoBuf []byte // the memo hash's framing, then its sum
 }
 
 // Buffers larger than these are dropped rather than pooled, so that one huge

@@ -77,10 +77,29 @@ func (b *Builder) RequestBody(r *http.Request, body []byte) (string, error) {
 		w.headerPart(b, r)
 		end(w.out, at)
 	}
-	if err := w.bodyPart(b, r.Header, body); err != nil {
+	if len(body) == 0 {
+		if err := w.jsonBody(b, "", nil); err != nil {
+			return "", err
+		}
+		return digest(w.out), nil
+	}
+	mt, enc := mediaType(r.Header)
+	kind := bodyKind(mt, enc)
+	if kind == bodyBytes {
+		// Hashed as they are: nothing to spare.
+		_ = w.bodyPart(b, kind, mt, enc, body) // cannot fail for bytes
+		return digest(w.out), nil
+	}
+	k := w.memoKey(w.out, kind, mt, enc, body)
+	if fp, ok := b.memo.get(&k); ok {
+		return fp, nil
+	}
+	if err := w.bodyPart(b, kind, mt, enc, body); err != nil {
 		return "", err
 	}
-	return digest(w.out), nil
+	fp := digest(w.out)
+	b.memo.put(&k, fp)
+	return fp, nil
 }
 
 func (w *work) headerPart(b *Builder, r *http.Request) {
@@ -98,15 +117,24 @@ func (w *work) headerPart(b *Builder, r *http.Request) {
 	}
 }
 
-func (w *work) bodyPart(b *Builder, h http.Header, body []byte) error {
-	if len(body) == 0 {
-		return w.jsonBody(b, "", nil)
-	}
-	mt, enc := mediaType(h)
+// bodyKind returns how a non-empty body of media type mt and encoding enc
+// counts: as canonical JSON, as a canonical form, or as its bytes.
+func bodyKind(mt, enc string) byte {
 	switch {
 	case enc == "" && (mt == "application/json" || strings.HasSuffix(mt, "+json")):
-		return w.jsonBody(b, mt, body)
+		return bodyJSON
 	case enc == "" && mt == "application/x-www-form-urlencoded":
+		return bodyForm
+	}
+	return bodyBytes
+}
+
+// bodyPart appends the part of a non-empty body of the given kind.
+func (w *work) bodyPart(b *Builder, kind byte, mt, enc string, body []byte) error {
+	switch kind {
+	case bodyJSON:
+		return w.jsonBody(b, mt, body)
+	case bodyForm:
 		out, at := begin(w.out, tagBody)
 		w.out = append(out, bodyForm)
 		w.formPairs(b, body)
