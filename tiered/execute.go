@@ -39,17 +39,18 @@ func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func
 		return "", sent, outcome{}, false
 	}
 	start := time.Now()
+	now := start // one clock reading per attempt: they are not free
 	waited := false
 	for {
-		use, _ := s.health.allow(time.Now())
+		use, _ := s.health.allow(now)
 		if !use {
 			if s.sql == nil {
 				return "", sent, s.undecided(ctx, key, fp, fn, fmt.Errorf("%w: redis is switched off after repeated failures", idem.ErrUnavailable)), true
 			}
 			return "", sent, outcome{}, false
 		}
-		sent = time.Now()
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.redisTimeout)
+		sent = now
+		rctx, cancel := context.WithDeadline(ctx, now.Add(s.cfg.redisTimeout))
 		rec, claimed, err := s.redis.Reserve(rctx, key, fp, s.cfg.lease, s.cfg.retention)
 		cancel()
 		if err != nil {
@@ -95,6 +96,7 @@ func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func
 		case errors.Is(err, idem.ErrNotFound), errors.Is(err, idem.ErrInFlight):
 			// Released (the owner failed) or the wait ran out: reserve again;
 			// the deadline check above ends the loop.
+			now = time.Now()
 			continue
 		case s.stopped(ctx):
 			return "", sent, outcome{err: ErrClosed}, true

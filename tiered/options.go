@@ -19,8 +19,10 @@ const (
 	// DefaultWait is how long a duplicate waits for an in-flight owner
 	// before it gets idem.ErrInFlight.
 	DefaultWait = 10 * time.Second
-	// DefaultRedisTimeout bounds each Redis call made by the Store.
-	DefaultRedisTimeout = 300 * time.Millisecond
+	// DefaultRedisTimeout bounds each Redis call made by the Store. It is
+	// redislayer's own default, so that a call through a layer left at its
+	// defaults carries one deadline (and one timer) rather than two.
+	DefaultRedisTimeout = 250 * time.Millisecond
 	// DefaultSQLTimeout bounds each SQL call made by the Store.
 	DefaultSQLTimeout = 5 * time.Second
 	// DefaultRedisFailures is how many Redis failures in a row switch Redis
@@ -114,7 +116,7 @@ func WithWait(d time.Duration) Option {
 }
 
 // WithTimeouts bounds each call to Redis and to SQL. Defaults
-// DefaultRedisTimeout (300 ms) and DefaultSQLTimeout (5 s).
+// DefaultRedisTimeout (250 ms) and DefaultSQLTimeout (5 s).
 func WithTimeouts(redis, sql time.Duration) Option {
 	return func(c *config) error { c.redisTimeout, c.sqlTimeout = redis, sql; return nil }
 }
