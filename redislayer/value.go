@@ -2,6 +2,7 @@ package redislayer
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/idemkit/idem"
 )
@@ -131,10 +132,22 @@ func (s stored) record(key idem.Key, fingerprint string) idem.Record {
 	}
 	if s.state == stateCompleted {
 		rec.State = idem.StateCompleted
-		rec.Result = append(make([]byte, 0, len(s.result)), s.result...)
+		rec.Result = resultBytes(s.result)
 	} else {
 		rec.State = idem.StateInProgress
 		rec.LeaseUntil = fromMillis(s.lease)
 	}
 	return rec
+}
+
+// resultBytes returns the result bytes of a value, without copying them.
+// Every value comes from a reply go-redis allocated for this call alone and
+// drops with it, and the layer keeps nothing else of it, so the caller gets
+// the only reference: a large result costs no second copy. The slice's
+// capacity is its length, so an append by the caller copies.
+func resultBytes(r string) []byte {
+	if r == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(r), len(r))
 }
