@@ -39,8 +39,8 @@ func (r *Redis) Client(t testing.TB) *redis.Client {
 }
 
 // RedisOptions returns the options of the real Redis named by
-// IDEM_REDIS_URL or found on the default port, or an error saying why there
-// is none.
+// IDEM_REDIS_URL or found on the default port, with ContextTimeoutEnabled
+// set, or an error saying why there is none.
 func RedisOptions() (*redis.Options, error) {
 	url := DefaultRedisURL
 	if v := getenv(EnvRedis); v != "" {
@@ -50,6 +50,9 @@ func RedisOptions() (*redis.Options, error) {
 	if err != nil {
 		return nil, err
 	}
+	// As every client built for idem should: the layer's per-call deadline
+	// then bounds socket reads and writes too.
+	o.ContextTimeoutEnabled = true
 	if err := reachable(o.Addr); err != nil {
 		return nil, err
 	}
@@ -99,5 +102,5 @@ func MiniRedis(t testing.TB) *Redis {
 		t.Fatalf("miniredis: %v", err)
 	}
 	t.Cleanup(m.Close)
-	return &Redis{Options: &redis.Options{Addr: m.Addr()}, Mini: m}
+	return &Redis{Options: &redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}, Mini: m}
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,13 +122,6 @@ func (s *RedisServer) Options() *redis.Options {
 	return &redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true}
 }
 
-// Pause stops the process with SIGSTOP: connections stay open but nothing
-// answers, as with a server stuck in a long command or a frozen VM.
-func (s *RedisServer) Pause() { s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (s *RedisServer) Resume() { s.signal(syscall.SIGCONT) }
-
 // Kill ends the process with SIGKILL and reaps it. Its data is gone.
 func (s *RedisServer) Kill() {
 	s.t.Helper()
@@ -153,7 +145,7 @@ func (s *RedisServer) Restart() {
 	s.t.Fatalf("testenv: redis-server did not restart on %s: %v", s.Addr(), err)
 }
 
-func (s *RedisServer) signal(sig syscall.Signal) {
+func (s *RedisServer) signal(sig os.Signal) {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
