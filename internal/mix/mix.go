@@ -20,7 +20,11 @@ func (e *Existing) Learn(existed bool) {
 		x = one
 	}
 	v := e.v.Load()
-	e.v.Store(v + (x-v)>>shift)
+	if n := v + (x-v)>>shift; n != v {
+		// A steady workload settles the estimate: no store then, so that
+		// the cache line is not passed between cores on every call.
+		e.v.Store(n)
+	}
 }
 
 // Mostly reports whether at least half the recent keys existed.
