@@ -8,16 +8,32 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// cache is a bounded LRU of completed results. It never holds in-progress
-// records: only a decided result is safe to replay without asking a tier.
+// cacheShards is how many independently locked parts the local cache has
+// (fewer when it holds fewer items). A hot replay takes the cache's lock
+// twice (a map read and an LRU move), so with one lock, replays on every
+// core queue behind each other; keys spread over the parts by their digest,
+// which is uniform.
+const cacheShards = 16
+
+// cache is a bounded LRU of completed results, in shards that each keep
+// their share of the item and byte bounds, so the whole never holds more
+// than the bounds. It never holds in-progress records: only a decided
+// result is safe to replay without asking a tier.
 type cache struct {
+	ttl    time.Duration
+	shards []cacheShard
+}
+
+// cacheShard is an LRU over its share of the bounds.
+type cacheShard struct {
 	maxItems, maxBytes int
-	ttl                time.Duration
 
 	mu    sync.Mutex // guards items, order and bytes
 	items map[[idem.KeySize]byte]*list.Element
 	order *list.List // of *cacheEntry, most recently used first
 	bytes int
+
+	_ [64]byte // keep neighbouring shards' locks off one cache line
 }
 
 type cacheEntry struct {
@@ -31,7 +47,28 @@ func newCache(items, bytes int, ttl time.Duration) *cache {
 	if items <= 0 {
 		return nil
 	}
-	return &cache{maxItems: items, maxBytes: bytes, ttl: ttl, items: make(map[[idem.KeySize]byte]*list.Element), order: list.New()}
+	n := min(cacheShards, items)
+	c := &cache{ttl: ttl, shards: make([]cacheShard, n)}
+	for i := range c.shards {
+		s := &c.shards[i]
+		// Shares that add up to the bounds exactly.
+		s.maxItems = items/n + btoi(i < items%n)
+		s.maxBytes = bytes/n + btoi(i < bytes%n)
+		s.items = make(map[[idem.KeySize]byte]*list.Element)
+		s.order = list.New()
+	}
+	return c
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c *cache) shard(d *[idem.KeySize]byte) *cacheShard {
+	return &c.shards[int(d[0])%len(c.shards)]
 }
 
 // get returns the cached result for key, if any and unexpired.
@@ -39,25 +76,32 @@ func (c *cache) get(key idem.Key, now time.Time) (fingerprint string, value []by
 	if c == nil {
 		return "", nil, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el := c.items[key.Digest()]
+	d := key.Digest()
+	s := c.shard(&d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el := s.items[d]
 	if el == nil {
 		return "", nil, false
 	}
 	e := el.Value.(*cacheEntry)
 	if !now.Before(e.expires) {
-		c.remove(el)
+		s.remove(el)
 		return "", nil, false
 	}
-	c.order.MoveToFront(el)
+	s.order.MoveToFront(el)
 	return e.fingerprint, e.value, true
 }
 
 // put stores a completed result until min(now+ttl, expiresAt). A value
-// larger than the whole cache is not stored.
+// larger than its shard's share of the bytes is not stored.
 func (c *cache) put(key idem.Key, fingerprint string, value []byte, expiresAt, now time.Time) {
-	if c == nil || len(value) > c.maxBytes {
+	if c == nil {
+		return
+	}
+	d := key.Digest()
+	s := c.shard(&d)
+	if len(value) > s.maxBytes {
 		return
 	}
 	exp := now.Add(c.ttl)
@@ -67,16 +111,15 @@ func (c *cache) put(key idem.Key, fingerprint string, value []byte, expiresAt, n
 	if !now.Before(exp) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d := key.Digest()
-	if el := c.items[d]; el != nil {
-		c.remove(el)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el := s.items[d]; el != nil {
+		s.remove(el)
 	}
-	c.items[d] = c.order.PushFront(&cacheEntry{digest: d, fingerprint: fingerprint, value: value, expires: exp})
-	c.bytes += len(value)
-	for len(c.items) > c.maxItems || c.bytes > c.maxBytes {
-		c.remove(c.order.Back())
+	s.items[d] = s.order.PushFront(&cacheEntry{digest: d, fingerprint: fingerprint, value: value, expires: exp})
+	s.bytes += len(value)
+	for len(s.items) > s.maxItems || s.bytes > s.maxBytes {
+		s.remove(s.order.Back())
 	}
 }
 
@@ -85,14 +128,19 @@ func (c *cache) len() int {
 	if c == nil {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.items)
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += len(s.items)
+		s.mu.Unlock()
+	}
+	return n
 }
 
-// remove drops el. c.mu must be held.
-func (c *cache) remove(el *list.Element) {
-	e := c.order.Remove(el).(*cacheEntry)
-	delete(c.items, e.digest)
-	c.bytes -= len(e.value)
+// remove drops el. s.mu must be held.
+func (s *cacheShard) remove(el *list.Element) {
+	e := s.order.Remove(el).(*cacheEntry)
+	delete(s.items, e.digest)
+	s.bytes -= len(e.value)
 }

@@ -132,7 +132,10 @@ func WithRedisFallback(failures int, cooldown time.Duration) Option {
 // items entries and bytes of results, each kept at most ttl (and never past
 // the record's own expiry). Defaults DefaultCacheItems (10,000),
 // DefaultCacheBytes (32 MiB) and DefaultCacheTTL (1 min). items == 0 turns
-// the cache off.
+// the cache off. The cache is split into up to 16 independently locked
+// parts, each with its share of both bounds, so that replays on many cores
+// do not queue on one lock; a result larger than a part's share of bytes
+// (2 MiB by default) is not cached.
 func WithLocalCache(items, bytes int, ttl time.Duration) Option {
 	return func(c *config) error { c.cacheItems, c.cacheBytes, c.cacheTTL = items, bytes, ttl; return nil }
 }
