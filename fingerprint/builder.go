@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"slices"
+	"sync/atomic"
 )
 
 // jsonType is the media type Sum assumes.
@@ -23,8 +24,9 @@ type Builder struct {
 	headers    []string // canonical names, sorted, without repeats
 	maxBytes   int64
 	maxDepth   int
-	err        error // a configuration error, returned by every method
-	memo       *memo // digests of recent inputs, see memo.go
+	err        error                // a configuration error, returned by every method
+	memo       atomic.Pointer[memo] // digests of recent inputs, see memo.go
+	calls      atomic.Uint32        // calls before the memo exists
 }
 
 // New returns a Builder configured by opts over the defaults: the default
@@ -45,7 +47,6 @@ func New(opts ...Option) *Builder {
 		query:    c.query,
 		maxBytes: c.maxBytes,
 		maxDepth: c.maxDepth,
-		memo:     new(memo),
 	}
 	var deny []string
 	if c.defaultDeny {
@@ -95,10 +96,13 @@ func (b *Builder) Sum(body []byte) (string, error) {
 	w := getWork()
 	defer putWork(w)
 	var k [32]byte
+	var m *memo
 	if len(body) > 0 {
-		k = w.memoKey(nil, bodyJSON, jsonType, "", body)
-		if fp, ok := b.memo.get(&k); ok {
-			return fp, nil
+		if m = b.memoFor(); m != nil {
+			k = w.memoKey(nil, bodyJSON, jsonType, "", body)
+			if fp, ok := m.get(&k); ok {
+				return fp, nil
+			}
 		}
 	}
 	w.out = append(w.out, domain...)
@@ -106,8 +110,8 @@ func (b *Builder) Sum(body []byte) (string, error) {
 		return "", err
 	}
 	fp := digest(w.out)
-	if len(body) > 0 {
-		b.memo.put(&k, fp)
+	if m != nil {
+		m.put(&k, fp)
 	}
 	return fp, nil
 }

@@ -8,19 +8,19 @@ import (
 
 // A retry usually repeats its request byte for byte: the same key, the same
 // body. Canonicalizing a JSON or form body costs some 10 ns a byte; hashing
-// its raw bytes with SHA-256 a tenth of that. So each Builder remembers the
-// digests of the last requests whose body it canonicalized, under a SHA-256
-// of everything the digest was computed from (the request parts as framed
-// for the digest, the media type, the encoding and the raw body), and a
-// request seen before costs that hash instead of the canonicalization.
+// its raw bytes with SHA-256 a sixth of that. So each Builder remembers, from
+// its second call on, the digests of the last requests whose body it
+// canonicalized, under a SHA-256 of everything the digest was computed from
+// (the request parts as framed for the digest, the media type, the encoding
+// and the raw body), and a request seen before costs that hash instead of
+// the canonicalization.
 //
 // The memo is exact, not a heuristic: the digest is a function of those
 // inputs and of the Builder's configuration, which never changes, and two
 // inputs share a memo entry only if SHA-256 collides. It is bounded: a fixed
 // table of slots indexed by the hash, where a newcomer replaces whatever
 // held its slot, so neither many bodies nor large ones make it grow. A
-// request that misses pays the raw hash on top, a tenth of its
-// canonicalization.
+// request that misses pays the raw hash on top of its canonicalization.
 const memoSlots = 4096
 
 // memoDomain opens every memo hash, so that it can never equal a digest's
@@ -55,6 +55,21 @@ func (w *work) memoKey(pre []byte, kind byte, mt, enc string, body []byte) [sha2
 	_, _ = w.h.Write(body)
 	w.memoBuf = w.h.Sum(w.memoBuf[:0])
 	return [sha256.Size]byte(w.memoBuf)
+}
+
+// memoFor returns b's memo, or nil while b has answered fewer than two
+// calls: a Builder made for one call (fingerprint.New().Sum(body) in a
+// loop) then costs neither the table's 32 KiB nor the extra hash, and one
+// that lives answers repeats from its second call on.
+func (b *Builder) memoFor() *memo {
+	if m := b.memo.Load(); m != nil {
+		return m
+	}
+	if b.calls.Add(1) < 2 {
+		return nil
+	}
+	b.memo.CompareAndSwap(nil, new(memo))
+	return b.memo.Load()
 }
 
 func (m *memo) slot(k *[sha256.Size]byte) *atomic.Pointer[memoEntry] {

@@ -126,3 +126,24 @@ func TestMemoAnswersRepeats(t *testing.T) {
 		t.Errorf("new bodies: %v allocations, want at least the digest", n)
 	}
 }
+
+// TestMemoWaitsForASecondCall: a Builder made for one call costs no memo.
+func TestMemoWaitsForASecondCall(t *testing.T) {
+	b := New()
+	body := []byte(`{"a": 1}`)
+	first, err := b.Sum(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.memo.Load() != nil {
+		t.Fatal("the memo exists after one call")
+	}
+	for range 2 {
+		if again, err := b.Sum(body); err != nil || again != first {
+			t.Fatalf("%q, %v; want %q", again, err, first)
+		}
+	}
+	if b.memo.Load() == nil {
+		t.Fatal("no memo after three calls")
+	}
+}

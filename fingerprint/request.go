@@ -90,15 +90,21 @@ func (b *Builder) RequestBody(r *http.Request, body []byte) (string, error) {
 		_ = w.bodyPart(b, kind, mt, enc, body) // cannot fail for bytes
 		return digest(w.out), nil
 	}
-	k := w.memoKey(w.out, kind, mt, enc, body)
-	if fp, ok := b.memo.get(&k); ok {
-		return fp, nil
+	var k [32]byte
+	m := b.memoFor()
+	if m != nil {
+		k = w.memoKey(w.out, kind, mt, enc, body)
+		if fp, ok := m.get(&k); ok {
+			return fp, nil
+		}
 	}
 	if err := w.bodyPart(b, kind, mt, enc, body); err != nil {
 		return "", err
 	}
 	fp := digest(w.out)
-	b.memo.put(&k, fp)
+	if m != nil {
+		m.put(&k, fp)
+	}
 	return fp, nil
 }
 
