@@ -19,13 +19,20 @@ import (
 // does not fail the test, yet far below go-redis's own 5 s read timeout.
 const faultBound = 10 * redislayer.DefaultTimeout
 
-// serverLayer returns a layer with the default timeout on its own client of
-// a test-owned server.
-func serverLayer(t *testing.T, s *testenv.RedisServer) *redislayer.Layer {
+// serverLayer returns a layer with the default timeout (and opts) on its
+// own client of a test-owned server.
+func serverLayer(t *testing.T, s *testenv.RedisServer, opts ...redislayer.Option) *redislayer.Layer {
 	t.Helper()
 	c := redis.NewClient(s.Options())
 	t.Cleanup(func() { _ = c.Close() })
-	return newLayer(t, c)
+	return newLayer(t, c, opts...)
+}
+
+// readFirst is a layer that reads before it claims whatever the workload;
+// a fresh layer of the default order claims first, so the fault tests run
+// both.
+func readFirst(t *testing.T, s *testenv.RedisServer) *redislayer.Layer {
+	return serverLayer(t, s, redislayer.WithReserveOrder(redislayer.ReadFirst))
 }
 
 // every runs each operation of the layer once under ctx and returns their
@@ -72,7 +79,7 @@ func claimOK(t *testing.T, l *redislayer.Layer, k idem.Key) idem.Record {
 
 func TestFaultPausedServer(t *testing.T) {
 	s := testenv.StartRedisServer(t)
-	l := serverLayer(t, s)
+	l, rl := serverLayer(t, s), readFirst(t, s)
 	k := idem.NewKey("fault", "paused")
 	rec := claimOK(t, l, k)
 
@@ -84,6 +91,7 @@ func TestFaultPausedServer(t *testing.T) {
 		inflight <- err
 	}()
 	wantUnavailable(t, "paused", l, k, rec.Token)
+	wantUnavailable(t, "paused, read first", rl, k, rec.Token)
 	if err := <-inflight; !errors.Is(err, idem.ErrUnavailable) {
 		t.Errorf("in-flight Reserve on a paused server: %v, want ErrUnavailable", err)
 	} else {
@@ -105,11 +113,14 @@ func TestFaultPausedServer(t *testing.T) {
 	if got, err := l.Get(t.Context(), k); err != nil || string(got.Result) != "after pause" {
 		t.Fatalf("Get after Resume: %+v, %v", got, err)
 	}
+	if got, claimed, err := rl.Reserve(t.Context(), k, "fp", time.Minute, time.Minute); err != nil || claimed || string(got.Result) != "after pause" {
+		t.Fatalf("read-first Reserve after Resume: %+v, claimed %v, %v", got, claimed, err)
+	}
 }
 
 func TestFaultKilledServer(t *testing.T) {
 	s := testenv.StartRedisServer(t)
-	l := serverLayer(t, s)
+	l, rl := serverLayer(t, s), readFirst(t, s)
 	k := idem.NewKey("fault", "killed")
 	rec := claimOK(t, l, k)
 
@@ -132,13 +143,14 @@ func TestFaultKilledServer(t *testing.T) {
 		t.Logf("Reserve in flight when the server died: %v", err)
 	}
 	wantUnavailable(t, "killed", l, k, rec.Token)
+	wantUnavailable(t, "killed, read first", rl, k, rec.Token)
 
 	s.Restart()
 	// Service is back, without the data (no persistence): the key is free.
 	if err := l.Complete(t.Context(), k, rec.Token, []byte("lost"), time.Minute); !errors.Is(err, idem.ErrLeaseLost) {
 		t.Fatalf("Complete after a restart lost the claim: %v, want ErrLeaseLost", err)
 	}
-	claimOK(t, l, k)
+	claimOK(t, rl, k)
 }
 
 func TestFaultMiniredisClosed(t *testing.T) {

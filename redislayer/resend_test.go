@@ -40,19 +40,23 @@ func (c twice) Eval(ctx context.Context, script string, keys []string, args ...a
 // without change, a Release re-sent finds nothing to release.
 func TestConformanceResent(t *testing.T) {
 	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these
-	m := testenv.MiniRedis(t).Mini
-	h := storetest.Harness{
-		New: func(t *testing.T) idem.Layer {
-			c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = c.Close() })
-			return newLayer(t, twice{c}, redislayer.WithTimeout(5*time.Second))
-		},
-		Advance: func(_ *testing.T, d time.Duration) { m.FastForward(d) },
-		Tick:    200 * time.Millisecond,
-		Keys:    100,
+	for _, o := range fixedOrders {
+		t.Run(o.String(), func(t *testing.T) {
+			m := testenv.MiniRedis(t).Mini
+			h := storetest.Harness{
+				New: func(t *testing.T) idem.Layer {
+					c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+					t.Cleanup(func() { _ = c.Close() })
+					return newLayer(t, twice{c}, redislayer.WithTimeout(5*time.Second), redislayer.WithReserveOrder(o))
+				},
+				Advance: func(_ *testing.T, d time.Duration) { m.FastForward(d) },
+				Tick:    200 * time.Millisecond,
+				Keys:    100,
+			}
+			storetest.Run(t, h)
+			storetest.RunFiller(t, h)
+		})
 	}
-	storetest.Run(t, h)
-	storetest.RunFiller(t, h)
 }
 
 // oldServer is a client of a Redis before 7.0, which refuses SET with both
