@@ -137,7 +137,11 @@
 // server's max_allowed_packet must exceed twice the largest result (the
 // default 16 MiB of MariaDB fits DefaultMaxResult). Concurrent first
 // deliveries of one sync record can deadlock in InnoDB: run AdvanceVersion
-// inside RunInTx, which runs the transaction again.
+// inside RunInTx, which runs the transaction again. Set timeouts in the DSN
+// (timeout, readTimeout and writeTimeout of go-sql-driver/mysql): bun's MySQL
+// dialect asks the server its version without a context when the DB is
+// opened, and a server that accepts connections but never answers would
+// hold that call for ever.
 //
 // # SQLite
 //
