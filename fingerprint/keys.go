@@ -33,10 +33,22 @@ func compareUTF16(x, y []byte) int {
 	return int(a) - int(b)
 }
 
-// keyRef is a member name and its key token, sorted together.
+// keyRef is a member name, as the span of its key token (in the input, or
+// in p.dec when the name held escapes), and the token, sorted together. It
+// holds no pointer, so that sorting costs the garbage collector nothing
+// (no write barriers) and the scratch slice needs no clearing.
 type keyRef struct {
-	name []byte
+	a, b int32
 	tok  int32
+	dec  bool
+}
+
+// refName returns the unescaped name r spans.
+func (p *parser) refName(r keyRef) []byte {
+	if r.dec {
+		return p.dec[r.a:r.b]
+	}
+	return p.in[r.a:r.b]
 }
 
 // sortKeys sorts the key tokens of one object by name and reports a
@@ -46,17 +58,19 @@ type keyRef struct {
 func (p *parser) sortKeys(keys []int32) error {
 	refs := p.refs[:0]
 	for _, k := range keys {
-		refs = append(refs, keyRef{p.keyBytes(k), k})
+		t := p.toks[k]
+		refs = append(refs, keyRef{a: t.a, b: t.b, tok: k, dec: t.flags&fDecoded != 0})
 	}
 	p.refs = refs
 	if len(refs) <= 12 {
 		for i := 1; i < len(refs); i++ {
 			r := refs[i]
+			name := p.refName(r)
 			j := i
 			for ; j > 0; j-- {
-				c := compareUTF16(refs[j-1].name, r.name)
+				c := compareUTF16(p.refName(refs[j-1]), name)
 				if c == 0 {
-					return dupError(r.name)
+					return dupError(name)
 				}
 				if c < 0 {
 					break
@@ -66,10 +80,10 @@ func (p *parser) sortKeys(keys []int32) error {
 			refs[j] = r
 		}
 	} else {
-		slices.SortFunc(refs, func(x, y keyRef) int { return compareUTF16(x.name, y.name) })
+		slices.SortFunc(refs, func(x, y keyRef) int { return compareUTF16(p.refName(x), p.refName(y)) })
 		for j := 1; j < len(refs); j++ {
-			if string(refs[j-1].name) == string(refs[j].name) {
-				return dupError(refs[j].name)
+			if string(p.refName(refs[j-1])) == string(p.refName(refs[j])) {
+				return dupError(p.refName(refs[j]))
 			}
 		}
 	}

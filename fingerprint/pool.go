@@ -37,7 +37,6 @@ func getWork() *work {
 
 func putWork(w *work) {
 	w.p.in = nil
-	clear(w.p.refs[:cap(w.p.refs)]) // they point into the input
 	if cap(w.p.toks) > maxPooledTokens || cap(w.p.order) > maxPooledTokens || cap(w.p.nums) > maxPooledTokens {
 		w.p = parser{}
 	}
