@@ -2,49 +2,16 @@ package idemecho_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
-	"github.com/idemkit/idem/tiered"
+	"github.com/idemkit/idem/middleware/internal/behaviour"
 )
-
-func newStore(t *testing.T) *tiered.Store {
-	t.Helper()
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-type result struct {
-	status int
-	ct     string
-	body   string
-}
-
-func post(t *testing.T, h http.Handler, path, key string) result {
-	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"amount":1}`))
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	b, _ := io.ReadAll(rec.Result().Body)
-	return result{rec.Code, rec.Header().Get("Content-Type"), string(b)}
-}
 
 type ctxKey struct{}
 
@@ -63,7 +30,7 @@ func TestNativeHandlers(t *testing.T) {
 			return err
 		}
 	})
-	e.Use(idemecho.Middleware(newStore(t)))
+	e.Use(idemecho.Middleware(behaviour.MemoryStore(t)))
 	e.POST("/json", func(c echo.Context) error {
 		c.Response().Header().Set("Location", "/p/1")
 		return c.JSON(http.StatusCreated, map[string]any{"run": runs.Add(1), "ctx": c.Request().Context().Value(ctxKey{})})
@@ -91,10 +58,10 @@ func TestNativeHandlers(t *testing.T) {
 		t.Run(c.path, func(t *testing.T) {
 			outer = outer[:0]
 			key := "k" + c.path
-			a := post(t, e, c.path, key)
-			b := post(t, e, c.path, key)
-			if a.status != c.status || a.body != c.body {
-				t.Fatalf("first %d %q, want %d %q", a.status, a.body, c.status, c.body)
+			a := behaviour.Post(t, e, c.path, key)
+			b := behaviour.Post(t, e, c.path, key)
+			if a.Status != c.status || a.Body != c.body {
+				t.Fatalf("first %d %q, want %d %q", a.Status, a.Body, c.status, c.body)
 			}
 			if a != b {
 				t.Fatalf("second %+v, want %+v", b, a)
@@ -122,10 +89,10 @@ func TestProblemThroughEcho(t *testing.T) {
 			return err
 		}
 	})
-	e.Use(idemecho.Middleware(newStore(t), middleware.WithRequire(true)))
+	e.Use(idemecho.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(true)))
 	e.POST("/pay", func(c echo.Context) error { return c.String(http.StatusCreated, "paid") })
-	got := post(t, e, "/pay", "")
-	if got.status != http.StatusBadRequest || got.ct != "application/problem+json" {
+	got := behaviour.Post(t, e, "/pay", "")
+	if got.Status != http.StatusBadRequest || got.ContentType != "application/problem+json" {
 		t.Fatalf("missing key: %+v", got)
 	}
 	if status != http.StatusBadRequest || !committed {

@@ -2,50 +2,17 @@ package idemgin_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemgin"
-	"github.com/idemkit/idem/tiered"
+	"github.com/idemkit/idem/middleware/internal/behaviour"
 )
-
-func newStore(t *testing.T) *tiered.Store {
-	t.Helper()
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-type result struct {
-	status int
-	ct     string
-	body   string
-}
-
-func post(t *testing.T, h http.Handler, path, key string) result {
-	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"amount":1}`))
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	b, _ := io.ReadAll(rec.Result().Body)
-	return result{rec.Code, rec.Header().Get("Content-Type"), string(b)}
-}
 
 type ctxKey struct{}
 
@@ -60,7 +27,7 @@ func TestNativeHandlers(t *testing.T) {
 		c.Next()
 		outer = append(outer, c.Writer.Status())
 	})
-	r.Use(idemgin.Middleware(newStore(t)))
+	r.Use(idemgin.Middleware(behaviour.MemoryStore(t)))
 	r.POST("/json", func(c *gin.Context) {
 		c.Header("Location", "/p/"+strconv.FormatInt(runs.Add(1), 10))
 		c.JSON(http.StatusCreated, gin.H{"run": runs.Load(), "ctx": c.Request.Context().Value(ctxKey{})})
@@ -87,10 +54,10 @@ func TestNativeHandlers(t *testing.T) {
 		t.Run(c.path, func(t *testing.T) {
 			outer = outer[:0]
 			key := "k" + c.path
-			a := post(t, r, c.path, key)
-			b := post(t, r, c.path, key)
-			if a.status != c.status || a.body != c.body {
-				t.Fatalf("first %d %q, want %d %q", a.status, a.body, c.status, c.body)
+			a := behaviour.Post(t, r, c.path, key)
+			b := behaviour.Post(t, r, c.path, key)
+			if a.Status != c.status || a.Body != c.body {
+				t.Fatalf("first %d %q, want %d %q", a.Status, a.Body, c.status, c.body)
 			}
 			if c.status < 500 && a != b {
 				t.Fatalf("replay %+v, want %+v", b, a)
@@ -98,8 +65,8 @@ func TestNativeHandlers(t *testing.T) {
 			if runs.Load() != c.runs {
 				t.Fatalf("runs %d, want %d", runs.Load(), c.runs)
 			}
-			if len(outer) != 2 || outer[0] != c.status || outer[1] != b.status {
-				t.Fatalf("outer middleware saw %v, want [%d %d]", outer, c.status, b.status)
+			if len(outer) != 2 || outer[0] != c.status || outer[1] != b.Status {
+				t.Fatalf("outer middleware saw %v, want [%d %d]", outer, c.status, b.Status)
 			}
 		})
 	}
@@ -110,13 +77,13 @@ func TestNativeHandlers(t *testing.T) {
 func TestAbortsChain(t *testing.T) {
 	var runs atomic.Int64
 	r := gin.New()
-	r.Use(idemgin.Middleware(newStore(t), middleware.WithRequire(true)))
+	r.Use(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(true)))
 	r.POST("/pay", func(c *gin.Context) { c.String(http.StatusCreated, "run %d", runs.Add(1)) })
-	post(t, r, "/pay", "k1")
-	if got := post(t, r, "/pay", "k1"); got.body != "run 1" {
-		t.Fatalf("replay %q", got.body)
+	behaviour.Post(t, r, "/pay", "k1")
+	if got := behaviour.Post(t, r, "/pay", "k1"); got.Body != "run 1" {
+		t.Fatalf("replay %q", got.Body)
 	}
-	if got := post(t, r, "/pay", ""); got.status != http.StatusBadRequest || got.ct != "application/problem+json" {
+	if got := behaviour.Post(t, r, "/pay", ""); got.Status != http.StatusBadRequest || got.ContentType != "application/problem+json" {
 		t.Fatalf("missing key: %+v", got)
 	}
 	if runs.Load() != 1 {
