@@ -29,55 +29,15 @@ func BenchmarkRedis(b *testing.B) {
 	l := redislayer.New(rdb, redislayer.WithPrefix(prefix), redislayer.WithTimeout(2*time.Second))
 	b.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()
-
-	dup := freshKey()
-	rec, _, err := l.Reserve(ctx, dup, fp, lease, retention)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := l.Complete(ctx, dup, rec.Token, result, retention); err != nil {
-		b.Fatal(err)
-	}
+	dup := completedKey(b, l)
 	rawDup := prefix + "raw:" + dup.Hex()
 	if err := rdb.Set(ctx, rawDup, result, retention).Err(); err != nil {
 		b.Fatal(err)
 	}
 	token := idem.NewToken()
-
-	for _, n := range goroutines {
-		b.Run(name("new", n, "baseline"), func(b *testing.B) {
-			parallel(b, n, func() {
-				if err := rdb.SetNX(ctx, prefix+"raw:"+freshKey().Hex(), token, retention).Err(); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(name("new", n, "idem"), func(b *testing.B) {
-			parallel(b, n, func() {
-				k := freshKey()
-				rec, claimed, err := l.Reserve(ctx, k, fp, lease, retention)
-				if err != nil || !claimed {
-					b.Error(claimed, err)
-					return
-				}
-				if err := l.Complete(ctx, k, rec.Token, result, retention); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(name("duplicate", n, "baseline"), func(b *testing.B) {
-			parallel(b, n, func() {
-				if err := rdb.Get(ctx, rawDup).Err(); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(name("duplicate", n, "idem"), func(b *testing.B) {
-			parallel(b, n, func() {
-				if rec, _, err := l.Reserve(ctx, dup, fp, lease, retention); err != nil || !rec.Completed() {
-					b.Error(rec.State, err)
-				}
-			})
-		})
-	}
+	benchLayer(b, l, dup,
+		func(ctx context.Context) error {
+			return rdb.SetNX(ctx, prefix+"raw:"+freshKey().Hex(), token, retention).Err()
+		},
+		func(ctx context.Context) error { return rdb.Get(ctx, rawDup).Err() })
 }

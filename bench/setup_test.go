@@ -121,3 +121,63 @@ func name(op string, n int, impl string) string {
 
 // result is a typical stored result: a small JSON response.
 var result = []byte(`{"status":201,"charge_id":"ch_3PqX8d2eZvKYlo2C","amount":4200,"currency":"EUR","customer":"cus_9s8d7f6g","captured":true}`)
+
+// completedKey returns a fresh key that l has claimed and completed with
+// result: the key every op=duplicate asks for again.
+func completedKey(b *testing.B, l idem.Layer) idem.Key {
+	b.Helper()
+	ctx := context.Background()
+	k := freshKey()
+	rec, _, err := l.Reserve(ctx, k, fp, lease, retention)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Complete(ctx, k, rec.Token, result, retention); err != nil {
+		b.Fatal(err)
+	}
+	return k
+}
+
+// benchLayer runs the layer benchmarks at each concurrency: op=new, the
+// baseline newKey against Reserve and Complete of a fresh key, and
+// op=duplicate, the baseline duplicate against Reserve of dup, a completed
+// key.
+func benchLayer(b *testing.B, l idem.Layer, dup idem.Key, newKey, duplicate func(context.Context) error) {
+	ctx := context.Background()
+	for _, n := range goroutines {
+		b.Run(name("new", n, "baseline"), func(b *testing.B) {
+			parallel(b, n, func() {
+				if err := newKey(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(name("new", n, "idem"), func(b *testing.B) {
+			parallel(b, n, func() {
+				k := freshKey()
+				rec, claimed, err := l.Reserve(ctx, k, fp, lease, retention)
+				if err != nil || !claimed {
+					b.Error(claimed, err)
+					return
+				}
+				if err := l.Complete(ctx, k, rec.Token, result, retention); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(name("duplicate", n, "baseline"), func(b *testing.B) {
+			parallel(b, n, func() {
+				if err := duplicate(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(name("duplicate", n, "idem"), func(b *testing.B) {
+			parallel(b, n, func() {
+				if rec, _, err := l.Reserve(ctx, dup, fp, lease, retention); err != nil || !rec.Completed() {
+					b.Error(rec.State, err)
+				}
+			})
+		})
+	}
+}

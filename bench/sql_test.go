@@ -79,50 +79,9 @@ func BenchmarkSQL(b *testing.B) {
 	db, table := dbFor(b)
 	l := sqllayer.New(db, sqllayer.WithRecordsTable(table), sqllayer.WithEventsTable(testenv.Name("e")), sqllayer.WithVersionsTable(testenv.Name("v")))
 	raw := newRawSQL(db, table)
-	ctx := context.Background()
-	dup := freshKey()
-	rec, _, err := l.Reserve(ctx, dup, fp, lease, retention)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := l.Complete(ctx, dup, rec.Token, result, retention); err != nil {
-		b.Fatal(err)
-	}
 	token := []byte(idem.NewToken())
-	for _, n := range goroutines {
-		b.Run(name("new", n, "baseline"), func(b *testing.B) {
-			parallel(b, n, func() {
-				if err := raw.newKey(ctx, freshKey(), token); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(name("new", n, "idem"), func(b *testing.B) {
-			parallel(b, n, func() {
-				k := freshKey()
-				rec, claimed, err := l.Reserve(ctx, k, fp, lease, retention)
-				if err != nil || !claimed {
-					b.Error(claimed, err)
-					return
-				}
-				if err := l.Complete(ctx, k, rec.Token, result, retention); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(name("duplicate", n, "baseline"), func(b *testing.B) {
-			parallel(b, n, func() {
-				if err := raw.selectKey(ctx, dup); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(name("duplicate", n, "idem"), func(b *testing.B) {
-			parallel(b, n, func() {
-				if rec, _, err := l.Reserve(ctx, dup, fp, lease, retention); err != nil || !rec.Completed() {
-					b.Error(rec.State, err)
-				}
-			})
-		})
-	}
+	dup := completedKey(b, l)
+	benchLayer(b, l, dup,
+		func(ctx context.Context) error { return raw.newKey(ctx, freshKey(), token) },
+		func(ctx context.Context) error { return raw.selectKey(ctx, dup) })
 }
