@@ -135,16 +135,7 @@ func TestTerminatedDuringReserve(t *testing.T) {
 		l := r.layer(t)
 		k := idem.NewKey("fault", testenv.Name("reserve"))
 		rollback := r.holdNewKey(t, k)
-		type result struct {
-			rec     idem.Record
-			claimed bool
-			err     error
-		}
-		done := make(chan result, 1)
-		go func() {
-			rec, claimed, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour)
-			done <- result{rec, claimed, err}
-		}()
+		done := reserveAsync(t, l, k)
 		old := r.waiterPID(t)
 		testenv.TerminatePostgres(t, r.admin, r.app)
 		r.waitNewWaiter(t, old)
@@ -334,4 +325,22 @@ func hungServer(t *testing.T) string {
 func digest(k idem.Key) []byte {
 	d := k.Digest()
 	return d[:]
+}
+
+// reserved is the answer of one Reserve.
+type reserved struct {
+	rec     idem.Record
+	claimed bool
+	err     error
+}
+
+// reserveAsync sends a Reserve of k (fingerprint "fp") from another
+// goroutine, for a test that must act while it waits on the database.
+func reserveAsync(t *testing.T, l *sqllayer.Layer, k idem.Key) <-chan reserved {
+	done := make(chan reserved, 1)
+	go func() {
+		rec, claimed, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour)
+		done <- reserved{rec, claimed, err}
+	}()
+	return done
 }

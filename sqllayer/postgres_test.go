@@ -2,7 +2,6 @@ package sqllayer_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testenv"
@@ -28,16 +27,7 @@ func insertThatWaited(t *testing.T, opt sqllayer.Option) {
 	l := r.layer(t, opt)
 	k := idem.NewKey("trap", testenv.Name("k"))
 	tx := r.insertUncommitted(t, k)
-	type result struct {
-		rec     idem.Record
-		claimed bool
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rec, claimed, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour)
-		done <- result{rec, claimed, err}
-	}()
+	done := reserveAsync(t, l, k)
 	r.waiterPID(t) // the INSERT waits for the uncommitted claim
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
