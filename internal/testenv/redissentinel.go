@@ -180,32 +180,24 @@ func (rs *RedisSentinel) WaitReplicated(t testing.TB) {
 // to promote.
 func (rs *RedisSentinel) Failover(t testing.TB) *RedisServer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), sentinelWait)
-	defer cancel()
-	old, err := rs.master(ctx)
-	if err != nil {
-		t.Fatalf("testenv: sentinel: %v", err)
-	}
-	next := rs.other(old)
-	sc := rs.sentinelClient()
-	defer sc.Close()
-	// Sentinel refuses with NOGOODSLAVE until it has seen a healthy replica,
-	// and with INPROG while a failover it started itself is running.
-	var sent error
-	err = poll(ctx, func() error {
-		sent = sc.Failover(ctx, sentinelMasterName).Err()
-		if sent != nil && strings.HasPrefix(sent.Error(), "INPROG") {
-			return nil // one is running already: wait for its outcome below
+	return rs.switchMaster(t, "failover", func(ctx context.Context, _ *RedisServer) error {
+		sc := rs.sentinelClient()
+		defer sc.Close()
+		// Sentinel refuses with NOGOODSLAVE until it has seen a healthy
+		// replica, and with INPROG while a failover it started itself is
+		// running.
+		err := poll(ctx, func() error {
+			err := sc.Failover(ctx, sentinelMasterName).Err()
+			if err != nil && strings.HasPrefix(err.Error(), "INPROG") {
+				return nil // one is running already: wait for its outcome
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("SENTINEL FAILOVER %s: %w", sentinelMasterName, err)
 		}
-		return sent
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("testenv: SENTINEL FAILOVER %s: %v", sentinelMasterName, err)
-	}
-	if err := rs.waitMaster(ctx, next); err != nil {
-		t.Fatalf("testenv: failover from %s to %s: %v", old.Addr(), next.Addr(), err)
-	}
-	return next
 }
 
 // KillMaster kills the master with SIGKILL, waits until Sentinel has found
@@ -215,6 +207,16 @@ func (rs *RedisSentinel) Failover(t testing.TB) *RedisServer {
 // makes it a replica of the current master some seconds later.
 func (rs *RedisSentinel) KillMaster(t testing.TB) *RedisServer {
 	t.Helper()
+	return rs.switchMaster(t, "kill", func(_ context.Context, old *RedisServer) error {
+		old.Kill()
+		return nil
+	})
+}
+
+// switchMaster asks Sentinel for the master, runs move on it, waits until
+// Sentinel reports the other data server as master, and returns that one.
+func (rs *RedisSentinel) switchMaster(t testing.TB, how string, move func(ctx context.Context, old *RedisServer) error) *RedisServer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), sentinelWait)
 	defer cancel()
 	old, err := rs.master(ctx)
@@ -222,9 +224,11 @@ func (rs *RedisSentinel) KillMaster(t testing.TB) *RedisServer {
 		t.Fatalf("testenv: sentinel: %v", err)
 	}
 	next := rs.other(old)
-	old.Kill()
+	if err := move(ctx, old); err != nil {
+		t.Fatalf("testenv: %s: %v", how, err)
+	}
 	if err := rs.waitMaster(ctx, next); err != nil {
-		t.Fatalf("testenv: failover after killing %s: %v", old.Addr(), err)
+		t.Fatalf("testenv: %s from %s to %s: %v", how, old.Addr(), next.Addr(), err)
 	}
 	return next
 }
