@@ -289,12 +289,6 @@ func (b *backend) countRows(ctx context.Context, where string, args ...any) (int
 // database's clock: claims no one owns any more.
 func (b *backend) lapsedWhere() string { return "state = 1 AND lease_until <= " + b.dbNow() }
 
-// lapsedClaims counts in-progress rows whose lease has lapsed.
-func (b *backend) lapsedClaims(t testing.TB) int {
-	t.Helper()
-	return b.sqlCount(t, b.lapsedWhere())
-}
-
 // requireCompleted fails unless k's row is completed with want.
 func (b *backend) requireCompleted(t *testing.T, k idem.Key, want string) {
 	t.Helper()
