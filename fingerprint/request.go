@@ -77,25 +77,19 @@ func (b *Builder) RequestBody(r *http.Request, body []byte) (string, error) {
 		w.headerPart(b, r)
 		end(w.out, at)
 	}
-	if len(body) == 0 {
-		if err := w.jsonBody(b, "", nil); err != nil {
-			return "", err
-		}
-		return digest(w.out), nil
-	}
-	mt, enc := mediaType(r.Header)
-	kind := bodyKind(mt, enc)
-	if kind == bodyBytes {
-		// Hashed as they are: nothing to spare.
-		_ = w.bodyPart(b, kind, mt, enc, body) // cannot fail for bytes
-		return digest(w.out), nil
+	kind, mt, enc := byte(bodyEmpty), "", ""
+	if len(body) > 0 {
+		mt, enc = mediaType(r.Header)
+		kind = bodyKind(mt, enc)
 	}
 	var k [32]byte
-	m := b.memoFor()
-	if m != nil {
-		k = w.memoKey(w.out, kind, mt, enc, body)
-		if fp, ok := m.get(&k); ok {
-			return fp, nil
+	var m *memo
+	if kind == bodyJSON || kind == bodyForm { // the kinds worth remembering
+		if m = b.memoFor(); m != nil {
+			k = w.memoKey(w.out, kind, mt, enc, body)
+			if fp, ok := m.get(&k); ok {
+				return fp, nil
+			}
 		}
 	}
 	if err := w.bodyPart(b, kind, mt, enc, body); err != nil {
@@ -135,9 +129,11 @@ func bodyKind(mt, enc string) byte {
 	return bodyBytes
 }
 
-// bodyPart appends the part of a non-empty body of the given kind.
+// bodyPart appends the part of a body of the given kind.
 func (w *work) bodyPart(b *Builder, kind byte, mt, enc string, body []byte) error {
 	switch kind {
+	case bodyEmpty:
+		return w.jsonBody(b, "", nil)
 	case bodyJSON:
 		return w.jsonBody(b, mt, body)
 	case bodyForm:
