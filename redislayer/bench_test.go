@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,11 +53,14 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	return e
 }
 
-// run runs op b.N times over p goroutines per core.
-func run(b *testing.B, p int, op func(ctx context.Context, n uint64) error) {
+// run runs op b.N times over p goroutines per core, and reports the
+// server's CPU time per operation (server-µs/op, from INFO cpu), so that
+// what a script costs Redis shows beside what it costs the client.
+func (e *benchEnv) run(b *testing.B, p int, op func(ctx context.Context, n uint64) error) {
 	b.ReportAllocs()
 	var seq atomic.Uint64
 	ctx := b.Context()
+	before := e.serverCPU(b)
 	b.SetParallelism(p)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -66,6 +70,28 @@ func run(b *testing.B, p int, op func(ctx context.Context, n uint64) error) {
 			}
 		}
 	})
+	b.ReportMetric(float64((e.serverCPU(b)-before).Microseconds())/float64(b.N), "server-µs/op")
+}
+
+// serverCPU returns the CPU time the Redis server has used, user and
+// system. The server is the machine's shared one: run the benchmarks alone.
+func (e *benchEnv) serverCPU(b *testing.B) time.Duration {
+	info, err := e.client.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for _, line := range strings.Split(info, "\r\n") {
+		name, v, _ := strings.Cut(line, ":")
+		if name == "used_cpu_user" || name == "used_cpu_sys" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %s: %v", name, err)
+			}
+			total += time.Duration(f * float64(time.Second))
+		}
+	}
+	return total
 }
 
 // BenchmarkDuplicate measures a duplicate of a completed key: Reserve (in
@@ -93,7 +119,7 @@ func BenchmarkDuplicate(b *testing.B) {
 	}
 	for _, p := range benchParallelism {
 		b.Run(fmt.Sprintf("p=%d/impl=GET", p), func(b *testing.B) {
-			run(b, p, func(ctx context.Context, _ uint64) error {
+			e.run(b, p, func(ctx context.Context, _ uint64) error {
 				v, err := e.client.Get(ctx, raw).Bytes()
 				if err == nil && len(v) != benchResult {
 					err = fmt.Errorf("GET returned %d bytes", len(v))
@@ -106,7 +132,7 @@ func BenchmarkDuplicate(b *testing.B) {
 			layer *redislayer.Layer
 		}{{"Reserve", e.layer}, {"ReserveClaimFirst", claimFirst}} {
 			b.Run(fmt.Sprintf("p=%d/impl=%s", p, l.impl), func(b *testing.B) {
-				run(b, p, func(ctx context.Context, _ uint64) error {
+				e.run(b, p, func(ctx context.Context, _ uint64) error {
 					rec, claimed, err := l.layer.Reserve(ctx, key, "fp", time.Minute, time.Hour)
 					if err == nil && (claimed || len(rec.Result) != benchResult) {
 						err = fmt.Errorf("duplicate: claimed=%v, %d bytes", claimed, len(rec.Result))
@@ -130,7 +156,7 @@ func BenchmarkNewKey(b *testing.B) {
 	const ttl = 3 * time.Second
 	for _, p := range benchParallelism {
 		b.Run(fmt.Sprintf("p=%d/impl=SETNX", p), func(b *testing.B) {
-			run(b, p, func(ctx context.Context, n uint64) error {
+			e.run(b, p, func(ctx context.Context, n uint64) error {
 				var buf [64]byte
 				k := string(strconv.AppendUint(append(buf[:0], e.prefix...), n, 36))
 				ok, err := e.client.SetNX(ctx, k, e.value, ttl).Result()
@@ -142,7 +168,7 @@ func BenchmarkNewKey(b *testing.B) {
 			cleanNow(b, e)
 		})
 		b.Run(fmt.Sprintf("p=%d/impl=ReserveComplete", p), func(b *testing.B) {
-			run(b, p, func(ctx context.Context, n uint64) error {
+			e.run(b, p, func(ctx context.Context, n uint64) error {
 				d := run0
 				binary.BigEndian.PutUint64(d[:8], n)
 				key := idem.KeyFromDigest(d)
