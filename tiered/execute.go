@@ -16,7 +16,7 @@ func (s *Store) execute(ctx context.Context, key idem.Key, fp string, fn Func) o
 	start := time.Now()
 	deadline := start.Add(s.cfg.wait)
 
-	rtok, rsent, o, done := s.redisPhase(ctx, key, fp, fn, deadline)
+	rtok, rsent, o, done := s.redisPhase(ctx, key, fp, fn, start, deadline)
 	if done {
 		return o
 	}
@@ -34,11 +34,10 @@ func (s *Store) execute(ctx context.Context, key idem.Key, fp string, fn Func) o
 // when Redis was skipped) and when the claim was sent, or a finished outcome: a replay, a mismatch, an
 // in-flight answer, or — in Redis-only mode — the outcome of deciding
 // without Redis.
-func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func, deadline time.Time) (rtok string, sent time.Time, o outcome, done bool) {
+func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func, start, deadline time.Time) (rtok string, sent time.Time, o outcome, done bool) {
 	if s.redis == nil {
 		return "", sent, outcome{}, false
 	}
-	start := time.Now()
 	now := start // one clock reading per attempt: they are not free
 	waited := false
 	for {
@@ -50,7 +49,7 @@ func (s *Store) redisPhase(ctx context.Context, key idem.Key, fp string, fn Func
 			return "", sent, outcome{}, false
 		}
 		sent = now
-		rctx, cancel := context.WithDeadline(ctx, now.Add(s.cfg.redisTimeout))
+		rctx, cancel := s.rbound.call(ctx, now)
 		rec, claimed, err := s.redis.Reserve(rctx, key, fp, s.cfg.lease, s.cfg.retention)
 		cancel()
 		if err != nil {
@@ -134,7 +133,7 @@ func (s *Store) waitRedis(ctx context.Context, key idem.Key, deadline time.Time)
 			}
 			return idem.Record{}, idem.ErrInFlight
 		}
-		rctx, c := context.WithTimeout(ctx, s.cfg.redisTimeout)
+		rctx, c := s.rbound.call(ctx, time.Now())
 		rec, err := s.redis.Get(rctx, key)
 		c()
 		if err != nil || rec.Completed() {
@@ -150,7 +149,7 @@ func (s *Store) sqlPhase(ctx context.Context, key idem.Key, fp string, fn Func, 
 	waited := false
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
 		sent = time.Now()
-		sctx, cancel := context.WithTimeout(ctx, s.cfg.sqlTimeout)
+		sctx, cancel := s.sbound.call(ctx, sent)
 		rec, claimed, err := s.sql.Reserve(sctx, key, fp, s.cfg.lease, s.cfg.retention)
 		cancel()
 		if err != nil {
@@ -254,10 +253,12 @@ func (s *Store) undecided(ctx context.Context, key idem.Key, fp string, fn Func,
 
 // replay returns a completed record's result and caches it.
 func (s *Store) replay(ctx context.Context, key idem.Key, fp string, rec idem.Record, tier idem.Tier, waited bool, start time.Time) outcome {
-	now := time.Now()
-	s.cache.put(key, fp, rec.Result, time.Time{}, now)
-	if waited {
-		s.observe(ctx, idem.EventWaited, tier, key, now.Sub(start), nil)
+	if s.cache != nil || waited {
+		now := time.Now()
+		s.cache.put(key, fp, rec.Result, time.Time{}, now)
+		if waited {
+			s.observe(ctx, idem.EventWaited, tier, key, now.Sub(start), nil)
+		}
 	}
 	s.observe(ctx, idem.EventReplay, tier, key, 0, nil)
 	return replayed(rec.Result, tier)
@@ -339,7 +340,7 @@ func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok,
 	if s.redis != nil {
 		if s.sql == nil && rtok != "" {
 			// Redis decides: its completion is the decision.
-			rctx, c := context.WithTimeout(ctx, s.cfg.redisTimeout)
+			rctx, c := s.rbound.call(ctx, time.Now())
 			err := s.redis.Complete(rctx, key, rtok, stored, s.cfg.retention)
 			if errors.Is(err, idem.ErrTooLarge) {
 				stored = tombstone
@@ -386,7 +387,7 @@ func (s *Store) completeLater(key idem.Key, fp, stok, rtok string, val []byte) {
 				// until then each attempt counts, so retry at the short pause.
 				pause = min(2*pause, maxCompleteRetry)
 			}
-			sctx, cancel := context.WithTimeout(ctx, s.cfg.sqlTimeout)
+			sctx, cancel := s.sbound.call(ctx, time.Now())
 			err := s.sql.Complete(sctx, key, stok, val, s.cfg.retention)
 			cancel()
 			switch {
@@ -422,7 +423,7 @@ func call(ctx context.Context, fn Func) (val []byte, err error) {
 func (s *Store) completeSQL(ctx context.Context, key idem.Key, stok string, val []byte) error {
 	giveUp := time.Now().Add(s.cfg.lease / 2)
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
-		sctx, cancel := context.WithTimeout(ctx, s.cfg.sqlTimeout)
+		sctx, cancel := s.sbound.call(ctx, time.Now())
 		err := s.sql.Complete(sctx, key, stok, val, s.cfg.retention)
 		cancel()
 		if err == nil || errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, idem.ErrTooLarge) || s.stopped(ctx) {
@@ -447,7 +448,7 @@ func (s *Store) publish(ctx context.Context, key idem.Key, fp string, val []byte
 	if use, _ := s.health.allow(time.Now()); !use {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.redisTimeout)
+	rctx, cancel := s.rbound.call(ctx, time.Now())
 	defer cancel()
 	var err error
 	if rtok != "" {
@@ -481,7 +482,7 @@ func (s *Store) publish(ctx context.Context, key idem.Key, fp string, val []byte
 // runs on a context of its own: the Store's may be closing.
 func (s *Store) release(key idem.Key, stok, rtok string) {
 	if stok != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.sqlTimeout)
+		ctx, cancel := s.sbound.call(context.Background(), time.Now())
 		if err := s.sql.Release(ctx, key, stok); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
 			s.observe(ctx, idem.EventTierError, idem.TierSQL, key, 0, err)
 		}
@@ -494,7 +495,7 @@ func (s *Store) releaseRedis(key idem.Key, rtok string) {
 	if rtok == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.redisTimeout)
+	ctx, cancel := s.rbound.call(context.Background(), time.Now())
 	defer cancel()
 	if err := s.redis.Release(ctx, key, rtok); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
 		s.redisFailed(ctx, key, err)

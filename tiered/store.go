@@ -46,7 +46,11 @@ type Store struct {
 	health *health     // Redis health; nil without Redis
 	obs    idem.Observer
 
-	group singleflight.Group
+	// groups collapse concurrent calls for one key and fingerprint, split
+	// by the key's digest so that unrelated keys do not queue on one lock.
+	groups [16]singleflight.Group
+	// rbound and sbound give each call to Redis and SQL its deadline.
+	rbound, sbound *bounds
 
 	base   context.Context // parent of all work; cancelled by Close
 	stop   context.CancelFunc
@@ -68,11 +72,13 @@ func New(opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		cfg:   cfg,
-		redis: cfg.redis,
-		sql:   cfg.sql,
-		cache: newCache(cfg.cacheItems, cfg.cacheBytes, cfg.cacheTTL),
-		obs:   cfg.observer,
+		cfg:    cfg,
+		redis:  cfg.redis,
+		sql:    cfg.sql,
+		cache:  newCache(cfg.cacheItems, cfg.cacheBytes, cfg.cacheTTL),
+		obs:    cfg.observer,
+		rbound: newBounds(cfg.redisTimeout),
+		sbound: newBounds(cfg.sqlTimeout),
 	}
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
@@ -128,39 +134,54 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 	if fn == nil {
 		return Result{}, errors.New("tiered: nil fn")
 	}
-	if fp, v, ok := s.cache.get(key, time.Now()); ok {
-		if fp != fingerprint {
-			s.observe(ctx, idem.EventMismatch, idem.TierLocal, key, 0, nil)
-			return Result{}, idem.ErrMismatch
+	if s.cache != nil { // the clock costs a reading only when a cache needs it
+		if fp, v, ok := s.cache.get(key, time.Now()); ok {
+			if fp != fingerprint {
+				s.observe(ctx, idem.EventMismatch, idem.TierLocal, key, 0, nil)
+				return Result{}, idem.ErrMismatch
+			}
+			s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
+			o := replayed(v, idem.TierLocal)
+			return o.result, o.err
 		}
-		s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
-		o := replayed(v, idem.TierLocal)
-		return o.result, o.err
 	}
 	var led bool // set only by this caller's closure, which runs only if it leads
 	d := key.Digest()
+	group := &s.groups[d[0]%byte(len(s.groups))]
 	lead := func() (any, error) {
 		led = true
 		// The execution keeps the leading caller's values (trace spans,
 		// request data) but none of its cancellation. It ends with the
 		// Store: the phases check for Close, and the work's own context is
 		// cancelled by it.
-		return s.execute(context.WithoutCancel(ctx), key, fingerprint, fn), nil
+		return s.execute(detach(ctx), key, fingerprint, fn), nil
 	}
 	if ctx.Done() == nil {
 		// A caller that cannot give up waits for the execution anyway: run
 		// it on this goroutine, which saves a goroutine and its stack growth
 		// per execution. execute never panics, so Do cannot re-panic.
-		v, _, _ := s.group.Do(string(d[:])+fingerprint, lead)
+		v, _, _ := group.Do(string(d[:])+fingerprint, lead)
 		return s.share(ctx, key, v.(outcome), led)
 	}
-	ch := s.group.DoChan(string(d[:])+fingerprint, lead)
+	ch := group.DoChan(string(d[:])+fingerprint, lead)
 	select {
 	case r := <-ch:
 		return s.share(ctx, key, r.Val.(outcome), led)
 	case <-ctx.Done():
 		return Result{}, context.Cause(ctx)
 	}
+}
+
+// detach returns ctx's values without its cancellation or deadline. A
+// context that has neither (context.Background, a consumer's loop) is
+// already detached.
+func detach(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // share turns an execution's outcome into this caller's answer: a caller
