@@ -297,10 +297,10 @@ func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok,
 	workCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(s.base, func() { cancel(ErrClosed) })()
-	stopRenew := s.renew(workCtx, cancel, key, stok, rtok, expiry)
+	renewal := s.renew(workCtx, cancel, key, stok, rtok, expiry)
 	start := time.Now()
 	val, err := call(workCtx, fn)
-	stopRenew()
+	renewal.stop()
 	took := time.Since(start)
 	if err != nil {
 		if cause := context.Cause(workCtx); errors.Is(cause, idem.ErrLeaseLost) && errors.Is(err, context.Canceled) {
