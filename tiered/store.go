@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sync/singleflight"
 
@@ -145,31 +146,61 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 			return o.result, o.err
 		}
 	}
-	var led bool // set only by this caller's closure, which runs only if it leads
 	d := key.Digest()
 	group := &s.groups[d[0]%byte(len(s.groups))]
-	lead := func() (any, error) {
-		led = true
-		// The execution keeps the leading caller's values (trace spans,
-		// request data) but none of its cancellation. It ends with the
-		// Store: the phases check for Close, and the work's own context is
-		// cancelled by it.
-		return s.execute(detach(ctx), key, fingerprint, fn), nil
-	}
+	e := &execution{s: s, ctx: ctx, key: key, fp: fingerprint, fn: fn}
+	name := e.flight(&d)
 	if ctx.Done() == nil {
 		// A caller that cannot give up waits for the execution anyway: run
 		// it on this goroutine, which saves a goroutine and its stack growth
 		// per execution. execute never panics, so Do cannot re-panic.
-		v, _, _ := group.Do(string(d[:])+fingerprint, lead)
-		return s.share(ctx, key, v.(outcome), led)
+		v, _, _ := group.Do(name, e.lead)
+		return s.share(ctx, key, e, v.(*execution))
 	}
-	ch := group.DoChan(string(d[:])+fingerprint, lead)
+	ch := group.DoChan(name, e.lead)
 	select {
 	case r := <-ch:
-		return s.share(ctx, key, r.Val.(outcome), led)
+		return s.share(ctx, key, e, r.Val.(*execution))
 	case <-ctx.Done():
 		return Result{}, context.Cause(ctx)
 	}
+}
+
+// execution is one caller's bid to lead an execution of key and
+// fingerprint. The caller whose lead singleflight runs stores the outcome in
+// its own execution, and every caller of that flight gets that execution
+// back: the one that gets its own led.
+type execution struct {
+	s   *Store
+	ctx context.Context
+	key idem.Key
+	fp  string
+	fn  Func
+	out outcome
+	// name holds the flight's name (the key's digest, then the
+	// fingerprint) when the fingerprint fits, as the hex SHA-256 ones of
+	// package fingerprint do: one allocation for both.
+	name [idem.KeySize + 64]byte
+}
+
+// flight returns the singleflight name of e: the key's digest d and the
+// fingerprint. It points into e, which never changes after Do made it.
+func (e *execution) flight(d *[idem.KeySize]byte) string {
+	if len(e.fp) > len(e.name)-len(d) {
+		return string(d[:]) + e.fp
+	}
+	n := copy(e.name[:], d[:])
+	n += copy(e.name[n:], e.fp)
+	return unsafe.String(&e.name[0], n)
+}
+
+// lead runs the execution. It keeps the leading caller's values (trace
+// spans, request data) but none of its cancellation. It ends with the
+// Store: the phases check for Close, and the work's own context is
+// cancelled by it.
+func (e *execution) lead() (any, error) {
+	e.out = e.s.execute(detach(e.ctx), e.key, e.fp, e.fn)
+	return e, nil
 }
 
 // detach returns ctx's values without its cancellation or deadline. A
@@ -184,10 +215,11 @@ func detach(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// share turns an execution's outcome into this caller's answer: a caller
-// that did not lead got a replay.
-func (s *Store) share(ctx context.Context, key idem.Key, o outcome, led bool) (Result, error) {
-	if !led {
+// share turns the execution that ran for this caller's bid into the
+// caller's answer: a caller whose own bid did not run got a replay.
+func (s *Store) share(ctx context.Context, key idem.Key, bid, ran *execution) (Result, error) {
+	o := ran.out
+	if ran != bid {
 		o.result.Replayed = true
 		if o.err == nil {
 			o.result.Tier = idem.TierLocal
