@@ -3,6 +3,7 @@ package tiered
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -16,6 +17,12 @@ type health struct {
 	cooldown    time.Duration
 	obs         idem.Observer
 
+	// clean is true while there is nothing to track: on, no failure since
+	// the last success, no probe. Every call reads it; only a failure or a
+	// recovery takes mu, so that healthy calls share no lock and write no
+	// shared memory.
+	clean atomic.Bool
+
 	mu       sync.Mutex // guards the fields below
 	failures int
 	off      bool
@@ -27,6 +34,9 @@ type health struct {
 // true, the caller is the one probe of a tier that was off and must report
 // its outcome with ok or fail.
 func (h *health) allow(now time.Time) (use, probe bool) {
+	if h.clean.Load() {
+		return true, false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.off {
@@ -40,9 +50,13 @@ func (h *health) allow(now time.Time) (use, probe bool) {
 }
 
 func (h *health) ok(ctx context.Context) {
+	if h.clean.Load() {
+		return
+	}
 	h.mu.Lock()
 	wasOff := h.off
 	h.failures, h.off, h.probing = 0, false, false
+	h.clean.Store(true)
 	h.mu.Unlock()
 	if wasOff && h.obs != nil {
 		h.obs.Observe(ctx, idem.Event{Kind: idem.EventFallbackOff, Tier: idem.TierRedis})
@@ -51,6 +65,7 @@ func (h *health) ok(ctx context.Context) {
 
 func (h *health) fail(ctx context.Context, err error, now time.Time) {
 	h.mu.Lock()
+	h.clean.Store(false)
 	h.failures++
 	h.probing = false
 	switchOff := false
@@ -67,6 +82,9 @@ func (h *health) fail(ctx context.Context, err error, now time.Time) {
 
 // isOff reports whether Redis is currently switched off.
 func (h *health) isOff() bool {
+	if h.clean.Load() {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.off

@@ -116,7 +116,10 @@ func WithWait(d time.Duration) Option {
 }
 
 // WithTimeouts bounds each call to Redis and to SQL. Defaults
-// DefaultRedisTimeout (250 ms) and DefaultSQLTimeout (5 s).
+// DefaultRedisTimeout (250 ms) and DefaultSQLTimeout (5 s). A call gets at
+// most its timeout and at least fifteen sixteenths of it: calls that start
+// within a sixteenth of the timeout of each other share one deadline, and
+// so one timer.
 func WithTimeouts(redis, sql time.Duration) Option {
 	return func(c *config) error { c.redisTimeout, c.sqlTimeout = redis, sql; return nil }
 }

@@ -85,6 +85,7 @@ func New(opts ...Option) (*Store, error) {
 		s.waiter, _ = s.redis.(idem.Waiter)
 		s.filler, _ = s.redis.(idem.Filler)
 		s.health = &health{maxFailures: cfg.redisFailures, cooldown: cfg.redisCooldown, obs: cfg.observer}
+		s.health.clean.Store(true)
 	}
 	s.base, s.stop = context.WithCancel(context.Background())
 	return s, nil
