@@ -112,7 +112,22 @@ func TestMismatch(t *testing.T) {
 	}
 }
 
+// TestBurstSharesOneExecution runs the burst with callers that can give up
+// (the work runs on a goroutine of its own) and with callers that cannot
+// (the leader runs it on its own goroutine).
 func TestBurstSharesOneExecution(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ctx  func(t *testing.T) context.Context
+	}{
+		{"cancellable", func(t *testing.T) context.Context { return t.Context() }},
+		{"background", func(*testing.T) context.Context { return context.Background() }},
+	} {
+		t.Run(c.name, func(t *testing.T) { testBurst(t, c.ctx(t)) })
+	}
+}
+
+func testBurst(t *testing.T, ctx context.Context) {
 	s := newStore(t, tiered.WithSQL(memlayer.New()))
 	k := newKey(t)
 	var c counter
@@ -130,7 +145,7 @@ func TestBurstSharesOneExecution(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			started <- struct{}{}
-			results[i], errs[i] = s.Do(t.Context(), k, "fp", fn)
+			results[i], errs[i] = s.Do(ctx, k, "fp", fn)
 		})
 	}
 	for range n {
