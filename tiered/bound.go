@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// boundSlots is how many slots one timeout spans: a call's deadline is its
-// timeout from now plus at most timeout/boundSlots.
+// boundSlots is how many slots one timeout spans: a call's deadline is at
+// most its timeout from now and at most timeout/boundSlots less.
 const boundSlots = 16
 
 // bounds hands out the deadline of one call to a tier without a timer per
@@ -16,9 +16,9 @@ const boundSlots = 16
 // share one timer context whose deadline is the slot's start plus the
 // timeout, so every call gets at most its timeout and at least fifteen
 // sixteenths of it. (Never more: a layer with the same timeout of its own
-// then adds no timer either.)
-// context.WithTimeout per call costs a timer start and stop and four
-// allocations; on a replay that is a tenth of the Store's own work.
+// then adds no timer either.) context.WithTimeout per call costs a timer
+// start and stop and four allocations; on a replay that was a tenth of the
+// Store's own work.
 //
 // The slot contexts descend from context.Background, not from the Store:
 // like the per-call timeouts they replace, Close does not cut a tier call
