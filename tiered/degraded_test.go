@@ -204,10 +204,16 @@ func TestCloseCancelsWorkAndReleases(t *testing.T) {
 	k := newKey(t)
 	inWork := make(chan struct{})
 	done := make(chan error, 1)
+	type valueKey struct{}
+	caller := context.WithValue(context.Background(), valueKey{}, "caller's")
+	var value any
+	var cause error
 	go func() {
-		_, err := s.Do(context.Background(), k, "fp", func(ctx context.Context) ([]byte, error) {
+		_, err := s.Do(caller, k, "fp", func(ctx context.Context) ([]byte, error) {
+			value = ctx.Value(valueKey{})
 			close(inWork)
 			<-ctx.Done()
+			cause = context.Cause(ctx)
 			return nil, ctx.Err()
 		})
 		done <- err
@@ -216,6 +222,9 @@ func TestCloseCancelsWorkAndReleases(t *testing.T) {
 	_ = s.Close()
 	if err := <-done; err == nil {
 		t.Fatal("work cancelled by Close reported success")
+	}
+	if value != "caller's" || !errors.Is(cause, tiered.ErrClosed) {
+		t.Fatalf("the work saw value %v and cause %v; want the caller's value and ErrClosed", value, cause)
 	}
 	if _, err := sql.Get(t.Context(), k); !errors.Is(err, idem.ErrNotFound) {
 		t.Fatalf("after Close the claim is %v, want released", err)

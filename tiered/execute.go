@@ -293,10 +293,9 @@ func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok,
 		}
 		expiry = renewSent.Add(s.cfg.lease - s.leaseMargin())
 	}
-	// The work ends with the Store: Close cancels it.
-	workCtx, cancel := context.WithCancelCause(ctx)
+	// The work ends with the Store: Close cancels it (cause ErrClosed).
+	workCtx, cancel := context.WithCancelCause(&underStore{Context: ctx, base: s.base})
 	defer cancel(nil)
-	defer context.AfterFunc(s.base, func() { cancel(ErrClosed) })()
 	renewal := s.renew(workCtx, cancel, key, stok, rtok, expiry)
 	start := time.Now()
 	val, err := call(workCtx, fn)
@@ -366,6 +365,27 @@ func (s *Store) run(ctx context.Context, key idem.Key, fp string, fn Func, stok,
 		return outcome{result: Result{Value: val, Tier: tier}, err: fmt.Errorf("%w: %w", ErrNotReplayable, idem.ErrTooLarge)}
 	}
 	return outcome{result: Result{Value: val, Tier: tier}}
+}
+
+// underStore is an execution's values (its leading caller's, detached)
+// under the Store's cancellation, the parent of the work's context. Values
+// are looked up in the Store's context first: it holds none of its own, so
+// no caller's value changes, and context.WithCancel then finds the Store's
+// context as the nearest cancellable parent and registers the work with it
+// directly, rather than through a watcher per execution.
+type underStore struct {
+	context.Context
+	base context.Context
+}
+
+func (c *underStore) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *underStore) Done() <-chan struct{}       { return c.base.Done() }
+func (c *underStore) Err() error                  { return c.base.Err() }
+func (c *underStore) Value(key any) any {
+	if v := c.base.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }
 
 // completeLater goes on completing the SQL claim stok in the background,

@@ -54,7 +54,7 @@ type Store struct {
 	rbound, sbound *bounds
 
 	base   context.Context // parent of all work; cancelled by Close
-	stop   context.CancelFunc
+	stop   context.CancelCauseFunc
 	wg     sync.WaitGroup // renewers
 	closed atomic.Bool
 }
@@ -87,7 +87,7 @@ func New(opts ...Option) (*Store, error) {
 		s.health = &health{maxFailures: cfg.redisFailures, cooldown: cfg.redisCooldown, obs: cfg.observer}
 		s.health.clean.Store(true)
 	}
-	s.base, s.stop = context.WithCancel(context.Background())
+	s.base, s.stop = context.WithCancelCause(context.Background())
 	return s, nil
 }
 
@@ -98,7 +98,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.stop()
+	s.stop(ErrClosed)
 	s.wg.Wait()
 	return nil
 }
