@@ -136,7 +136,8 @@ func ExampleWithHeaders() {
 		d, _ := b.Request(r)
 		return d
 	}
-	fmt.Println(sum("acme") == sum("acme"), sum("acme") == sum("globex"))
+	acme, again, globex := sum("acme"), sum("acme"), sum("globex")
+	fmt.Println(acme == again, acme == globex)
 	// Output: true false
 }
 

@@ -86,9 +86,8 @@ func (r *recorder) AfterQuery(_ context.Context, e *bun.QueryEvent) {
 // shipped migration file, table names aside.
 func TestInitRunsTheShippedDDL(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
-		db := s.Open(t)
 		rec := &recorder{}
-		db.AddQueryHook(rec)
+		db := s.Open(t).WithQueryHook(rec)
 		names := tableNames(t, db)
 		l := sqllayer.New(db, names.opts()...)
 		if err := l.Init(ctx(t)); err != nil {

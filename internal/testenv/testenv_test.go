@@ -56,7 +56,7 @@ func TestNamesAreUnique(t *testing.T) {
 	if a == b || !strings.HasPrefix(a, "t_") || strings.ToLower(a) != a {
 		t.Fatalf("Name gave %q and %q", a, b)
 	}
-	if testenv.Prefix() == testenv.Prefix() {
+	if p, q := testenv.Prefix(), testenv.Prefix(); p == q {
 		t.Fatal("Prefix repeated")
 	}
 }
