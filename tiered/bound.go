@@ -46,10 +46,7 @@ func newBounds(timeout time.Duration) *bounds {
 // without cancellation or deadline (the phases run on the caller's values,
 // detached: see Store.Do) gets a shared slot; any other gets its own timer.
 func (b *bounds) call(ctx context.Context, now time.Time) (context.Context, context.CancelFunc) {
-	if ctx.Done() != nil {
-		return context.WithDeadline(ctx, now.Add(b.timeout))
-	}
-	if _, ok := ctx.Deadline(); ok {
+	if !detached(ctx) {
 		return context.WithDeadline(ctx, now.Add(b.timeout))
 	}
 	sl := b.cur.Load()

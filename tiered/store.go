@@ -208,12 +208,19 @@ func (e *execution) lead() (any, error) {
 // context that has neither (context.Background, a consumer's loop) is
 // already detached.
 func detach(ctx context.Context) context.Context {
-	if ctx.Done() == nil {
-		if _, ok := ctx.Deadline(); !ok {
-			return ctx
-		}
+	if detached(ctx) {
+		return ctx
 	}
 	return context.WithoutCancel(ctx)
+}
+
+// detached reports whether ctx can neither be cancelled nor run out.
+func detached(ctx context.Context) bool {
+	if ctx.Done() != nil {
+		return false
+	}
+	_, ok := ctx.Deadline()
+	return !ok
 }
 
 // share turns the execution that ran for this caller's bid into the
