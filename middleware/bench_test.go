@@ -208,6 +208,9 @@ func minimalIdem(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// One allocation of the body's size: io.ReadAll and bytes.Buffer
+		// allocate more, which would make this reference heavier and so
+		// flatter the ratio idem/minimal.
 		body := make([]byte, 0, max(r.ContentLength, 0)+1)
 		for {
 			n, err := r.Body.Read(body[len(body):cap(body)])
