@@ -48,6 +48,13 @@ type Record struct {
 	LeaseUntil time.Time
 	// ExpiresAt is when the record is forgotten (by the store's clock).
 	ExpiresAt time.Time
+	// ExpiresIn is how long the record had left to live when the layer
+	// answered, by the store's own clock: the record lives at least until
+	// the moment the call that returned it was sent, plus ExpiresIn. Unlike
+	// ExpiresAt it needs no agreement between the application's clock and
+	// the store's, so a cache of the record (the Store's local cache) uses
+	// it to never outlive the record. Zero when the layer cannot tell.
+	ExpiresIn time.Duration
 }
 
 // Completed reports whether r holds a result.
@@ -70,9 +77,17 @@ type Layer interface {
 	//     caller compares Fingerprint (a different one is a mismatch) and
 	//     State (completed: replay; in progress: wait).
 	//   - An in-progress record with the same fingerprint whose lease has
-	//     expired is taken over: a new token is minted, claimed is true, and
-	//     the old owner's token stops working. A record with another
-	//     fingerprint is never taken over.
+	//     lapsed is first given a grace of lease/4 (the lease the caller
+	//     passes): the first Reserve that finds it lapsed extends its lease
+	//     by that grace, keeps its token, and reports it in progress
+	//     (claimed false). A Reserve that finds the grace lapsed too takes
+	//     it over: a new token is minted, claimed is true, and the old
+	//     owner's token stops working. The old owner's Renew or Complete
+	//     during the grace keeps the key, so an owner cut off from the store
+	//     for longer than its lease (an outage) that retries its completion
+	//     more often than the grace completes before anyone takes over once
+	//     the store answers again. A record with another fingerprint is never
+	//     taken over.
 	//
 	// A duplicate must cost a read, not a write.
 	Reserve(ctx context.Context, key Key, fingerprint string, lease, ttl time.Duration) (rec Record, claimed bool, err error)
