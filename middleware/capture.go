@@ -5,29 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
 )
 
 // capture is the ResponseWriter the leading request's handler writes to. It
-// passes everything to the real writer at once (so Flush, Hijack and
-// http.ResponseController work) and records the status, the allowed headers
-// and the body up to the response limit.
+// holds the response back until the Store has decided: the leader's client
+// must get its response only once the deciding tier accepted it, as every
+// other caller does, so that no client sees a response whose record is then
+// lost (its completion refused after an outage, say). It records the
+// status, the allowed headers and the body up to the response limit; the
+// middleware then sends it, or answers a problem instead.
 //
-// It is used by one goroutine at a time: the Store's goroutine while the
-// handler runs, then the request's goroutine once Do has returned.
+// A response that cannot be held — flushed, hijacked, or larger than the
+// limit — goes live: what was held is sent, and the rest passes straight to
+// the real writer. Such a response is stored as a tombstone, never replayed.
+//
+// It is used by one goroutine at a time: the handler's while it runs, then
+// the request's once Do has returned.
 type capture struct {
 	w        http.ResponseWriter
-	replay   []string // names to record
-	limit    int      // largest body recorded
-	status   int      // final status, once wrote
-	wrote    bool     // the final header was written
-	streamed bool     // Flush was called
-	hijacked bool     // the connection was taken over
-	oversize bool     // the body passed limit
-	fields   []string // recorded name, value pairs
-	body     []byte   // recorded body while recording
+	hdr      http.Header // the handler's header map, a copy of w's until sent
+	replay   []string    // names to record
+	limit    int         // largest body recorded
+	status   int         // final status, once wrote
+	wrote    bool        // the final header was written (to hdr, or live)
+	live     bool        // the response went to the real writer
+	sent     bool        // the held response was sent by send
+	streamed bool        // Flush was called
+	hijacked bool        // the connection was taken over
+	oversize bool        // the body passed limit
+	fields   []string    // recorded name, value pairs
+	body     []byte      // the held body, while recording
 }
 
 var (
@@ -38,35 +49,62 @@ var (
 	_ interface{ FlushError() error } = (*capture)(nil)
 )
 
-// reset prepares c to record a response to w. Its buffers are kept.
+// reset prepares c to record a response to w. Its buffers are kept. The
+// handler starts from the headers already set on w (by middleware that ran
+// before this one).
 func (c *capture) reset(w http.ResponseWriter, cfg *config) {
-	*c = capture{w: w, replay: cfg.replay, limit: cfg.respLimit, fields: c.fields[:0], body: c.body[:0]}
+	hdr := c.hdr
+	clear(hdr)
+	if hdr == nil {
+		hdr = make(http.Header, len(w.Header()))
+	}
+	maps.Copy(hdr, w.Header())
+	*c = capture{w: w, hdr: hdr, replay: cfg.replay, limit: cfg.respLimit, fields: c.fields[:0], body: c.body[:0]}
 }
 
 // recording reports whether the body is still being recorded.
 func (c *capture) recording() bool { return !c.streamed && !c.oversize && !c.hijacked }
 
 // started reports whether any of the response reached the real writer.
-func (c *capture) started() bool { return c.wrote || c.streamed || c.hijacked }
+func (c *capture) started() bool { return c.live || c.sent }
 
-// Header returns the real writer's header map.
-func (c *capture) Header() http.Header { return c.w.Header() }
-
-// WriteHeader records the status and the allowed headers as they are sent.
-// Informational (1xx) headers pass through unrecorded.
-func (c *capture) WriteHeader(code int) {
-	if !c.wrote && (code >= 200 || code == http.StatusSwitchingProtocols) {
-		c.wrote = true
-		c.status = code
-		c.snapshot()
+// Header returns the handler's header map: w's, until the response goes
+// out.
+func (c *capture) Header() http.Header {
+	if c.live {
+		return c.w.Header()
 	}
-	c.w.WriteHeader(code)
+	return c.hdr
 }
 
-// snapshot records the allowed headers about to be sent. A value with CR,
-// LF or NUL is dropped: it could never be replayed safely.
+// WriteHeader records the status and the allowed headers. Informational
+// (1xx) headers go out at once, unrecorded.
+func (c *capture) WriteHeader(code int) {
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		if !c.live {
+			c.copyHeader()
+		}
+		c.w.WriteHeader(code)
+		return
+	}
+	if c.wrote {
+		if c.live {
+			c.w.WriteHeader(code) // superfluous: let the server say so
+		}
+		return
+	}
+	c.wrote = true
+	c.status = code
+	c.snapshot()
+	if code == http.StatusSwitchingProtocols {
+		c.goLive() // the connection changes hands: nothing to hold
+	}
+}
+
+// snapshot records the allowed headers of the response. A value with CR, LF
+// or NUL is dropped: it could never be replayed safely.
 func (c *capture) snapshot() {
-	h := c.w.Header()
+	h := c.Header()
 	for _, name := range c.replay {
 		for _, v := range h[name] {
 			if validValue(v) {
@@ -76,14 +114,36 @@ func (c *capture) snapshot() {
 	}
 	if cl := h["Content-Length"]; len(cl) == 1 && c.recording() {
 		if n, err := strconv.ParseInt(cl[0], 10, 64); err == nil && n > int64(c.limit) {
-			c.stopRecording(true) // no need to buffer what cannot be kept
+			c.oversize = true // no need to hold what cannot be kept
+			c.goLive()
 		}
 	}
 }
 
-func (c *capture) stopRecording(oversize bool) {
-	if oversize {
-		c.oversize = true
+// copyHeader makes w's header map the handler's.
+func (c *capture) copyHeader() {
+	dst := c.w.Header()
+	for k := range dst {
+		if _, ok := c.hdr[k]; !ok {
+			delete(dst, k)
+		}
+	}
+	maps.Copy(dst, c.hdr)
+}
+
+// goLive sends what is held and passes the rest of the response straight to
+// the real writer. It ends recording: a live response is not replayable.
+func (c *capture) goLive() {
+	if c.live {
+		return
+	}
+	c.live = true
+	c.copyHeader()
+	if c.wrote {
+		c.w.WriteHeader(c.status)
+	}
+	if len(c.body) > 0 {
+		_, _ = c.w.Write(c.body)
 	}
 	c.body = c.body[:0]
 }
@@ -92,45 +152,49 @@ func (c *capture) Write(p []byte) (int, error) {
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
-	n, err := c.w.Write(p)
-	c.record(p[:n])
-	return n, err
+	if c.live {
+		return c.w.Write(p)
+	}
+	if len(c.body)+len(p) > c.limit {
+		c.oversize = true
+		c.goLive()
+		return c.w.Write(p)
+	}
+	c.body = append(c.body, p...)
+	return len(p), nil
 }
 
 func (c *capture) WriteString(s string) (int, error) {
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
-	n, err := io.WriteString(c.w, s)
-	if c.recording() {
-		if len(c.body)+n > c.limit {
-			c.stopRecording(true)
-		} else {
-			c.body = append(c.body, s[:n]...)
-		}
+	if c.live {
+		return io.WriteString(c.w, s)
 	}
-	return n, err
+	if len(c.body)+len(s) > c.limit {
+		c.oversize = true
+		c.goLive()
+		return io.WriteString(c.w, s)
+	}
+	c.body = append(c.body, s...)
+	return len(s), nil
 }
 
-func (c *capture) record(p []byte) {
-	if !c.recording() {
-		return
-	}
-	if len(c.body)+len(p) > c.limit {
-		c.stopRecording(true)
-		return
-	}
-	c.body = append(c.body, p...)
-}
-
-// ReadFrom copies src through Write while recording; after that it hands
-// src to the real writer, which may send it without copying (sendfile).
+// ReadFrom copies src through Write while holding; once live, it hands src
+// to the real writer, which may send it without copying (sendfile).
 func (c *capture) ReadFrom(src io.Reader) (int64, error) {
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
-	if c.recording() {
-		return io.Copy(writerOnly{c}, src)
+	if !c.live {
+		// Hold up to the limit; one byte more makes the response live.
+		room := int64(c.limit-len(c.body)) + 1
+		n, err := io.Copy(writerOnly{c}, io.LimitReader(src, room))
+		if err != nil || n < room {
+			return n, err
+		}
+		m, err := c.ReadFrom(src)
+		return n + m, err
 	}
 	if rf, ok := c.w.(io.ReaderFrom); ok {
 		return rf.ReadFrom(src)
@@ -153,22 +217,25 @@ func (c *capture) FlushError() error {
 		c.WriteHeader(http.StatusOK)
 	}
 	c.streamed = true
-	c.stopRecording(false)
+	c.goLive()
 	return http.NewResponseController(c.w).Flush()
 }
 
 // Hijack takes over the connection. The response is then unknown: it is
 // stored as a tombstone whatever happens next.
 func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c.copyHeader()
 	conn, rw, err := http.NewResponseController(c.w).Hijack()
 	if err == nil {
 		c.hijacked = true
-		c.stopRecording(false)
+		c.live = true
+		c.body = c.body[:0]
 	}
 	return conn, rw, err
 }
 
-// Unwrap returns the real writer, for http.ResponseController.
+// Unwrap returns the real writer, for http.ResponseController (deadlines,
+// full duplex).
 func (c *capture) Unwrap() http.ResponseWriter { return c.w }
 
 // ErrNotKept is the error the handler's execution reports to the Store when
@@ -181,7 +248,7 @@ var ErrNotKept = errors.New("middleware: response not kept")
 // finish ends the capture once the handler has returned and gives the
 // stored form of the response, with ErrNotKept when keep refuses it.
 func (c *capture) finish(keep func(status int) bool) ([]byte, error) {
-	if !c.started() {
+	if !c.wrote && !c.hijacked {
 		c.WriteHeader(http.StatusOK) // what the server would send anyway
 	}
 	var flags byte
@@ -203,4 +270,18 @@ func (c *capture) finish(keep func(status int) bool) ([]byte, error) {
 		return enc, fmt.Errorf("%w: status %d", ErrNotKept, c.status)
 	}
 	return enc, nil
+}
+
+// send writes the held response to the real writer: the handler's status,
+// every header it set and its body. A live response is out already.
+func (c *capture) send() {
+	if c.live || c.sent {
+		return
+	}
+	c.sent = true
+	c.copyHeader()
+	c.w.WriteHeader(c.status)
+	if len(c.body) > 0 {
+		_, _ = c.w.Write(c.body)
+	}
 }

@@ -50,6 +50,10 @@ func TestCaptureRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rec.Code != http.StatusOK || rec.Body.Len() != 0 || rec.Header().Get("Location") != "" {
+		t.Fatalf("the response went out before send: %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	cw.send()
 	if s.status != http.StatusCreated || string(s.body) != "hello world!" || s.tombstone() {
 		t.Fatalf("recorded %d %q flags %#x", s.status, s.body, s.flags)
 	}
@@ -134,9 +138,9 @@ func (w *readerFromWriter) ReadFrom(r io.Reader) (int64, error) {
 func TestCaptureReadFromAfterLimit(t *testing.T) {
 	w := &readerFromWriter{ResponseRecorder: httptest.NewRecorder()}
 	cw := newTestCapture(w, WithResponseLimit(2))
-	cw.ReadFrom(strings.NewReader("abc")) // recorded through Write: passes the limit
-	cw.ReadFrom(strings.NewReader("def")) // handed to the real writer
-	if w.readFrom != 1 || w.Body.String() != "abcdef" {
+	cw.ReadFrom(strings.NewReader("abcd")) // held through Write up to the limit, then live: the rest handed on
+	cw.ReadFrom(strings.NewReader("ef"))   // handed to the real writer
+	if w.readFrom != 2 || w.Body.String() != "abcdef" {
 		t.Fatalf("ReadFrom calls %d, body %q", w.readFrom, w.Body)
 	}
 }
@@ -204,6 +208,7 @@ func TestCaptureInformational(t *testing.T) {
 			t.Error(err)
 		}
 		s, _ = decode(b)
+		cw.send()
 	}))
 	defer srv.Close()
 	res, err := srv.Client().Post(srv.URL, "text/plain", nil)

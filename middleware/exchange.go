@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 
@@ -18,9 +19,31 @@ type exchange struct {
 	next func(http.ResponseWriter, *http.Request)
 	body body
 	cw   capture
-	led  bool        // set by run, which the Store calls only for the leader
 	run  tiered.Func // x.execute, bound once when x is made
+
+	// The Store may run the handler on a goroutine of its own, and the
+	// request may end (its client gone) while it waits; the handler must
+	// then either never start or finish before Serve returns, since it uses
+	// w, r and the framework's pooled context.
+	mu    sync.Mutex    // guards state and ended
+	state runState      // where the handler is
+	ended chan struct{} // closed when the handler returns; made by a waiter
 }
+
+// runState is where the handler of an exchange is.
+type runState uint8
+
+const (
+	notRun    runState = iota // the Store has not called run
+	running                   // the handler runs
+	ran                       // the handler returned
+	abandoned                 // the request ended first: the handler must not start
+)
+
+// errAbandoned is what the execution of a request whose client left before
+// its handler could start reports to the Store: the key is released, and
+// requests that joined it ask the Store again.
+var errAbandoned = errors.New("middleware: the request ended before its handler started")
 
 // maxPooled bounds the buffers kept for reuse, so that one large body or
 // response does not pin its memory.
@@ -38,9 +61,16 @@ func newExchange(h *Handler, w http.ResponseWriter, r *http.Request, next func(h
 	return x
 }
 
-// free returns x for reuse. Nothing may use x afterwards: the Store has
-// returned, so the handler has too.
+// free returns x for reuse, unless the Store may still call x.run (a
+// request abandoned before its handler started): that one is left to the
+// garbage collector. Nothing may use x afterwards.
 func (x *exchange) free() {
+	x.mu.Lock()
+	st := x.state
+	x.mu.Unlock()
+	if st == abandoned {
+		return
+	}
 	b, cb, fields := x.body.buf, x.cw.body, x.cw.fields
 	if cap(b) > maxPooled {
 		b = nil
@@ -49,21 +79,63 @@ func (x *exchange) free() {
 		cb = nil
 	}
 	clear(fields)
-	x.h, x.w, x.r, x.next, x.led = nil, nil, nil, nil, false
+	x.h, x.w, x.r, x.next = nil, nil, nil, nil
+	x.state, x.ended = notRun, nil
 	x.body.buf = b[:0]
 	x.body.rd.Reset(nil)
-	x.cw = capture{body: cb[:0], fields: fields[:0]}
+	x.cw = capture{hdr: x.cw.hdr, body: cb[:0], fields: fields[:0]}
 	exchanges.Put(x)
 }
 
 // execute is the Store's work for the leading request: the handler, run on
-// the Store's context with a writer that records as it passes the response
-// on to the real one.
+// the Store's context with a writer that holds the response until the Store
+// has decided.
 func (x *exchange) execute(ctx context.Context) ([]byte, error) {
-	x.led = true
+	x.mu.Lock()
+	if x.state == abandoned {
+		x.mu.Unlock()
+		return nil, errAbandoned
+	}
+	x.state = running
+	x.mu.Unlock()
+	defer x.handlerReturned()
 	x.cw.reset(x.w, &x.h.c)
 	r := x.r.WithContext(ctx)
 	r.Body = x.body.reader()
 	x.next(&x.cw, r)
 	return x.cw.finish(x.h.c.keep)
+}
+
+func (x *exchange) handlerReturned() {
+	x.mu.Lock()
+	x.state = ran
+	if x.ended != nil {
+		close(x.ended)
+	}
+	x.mu.Unlock()
+}
+
+// settle is called once Do has returned. It reports whether this request
+// led the execution (its handler ran), after waiting for a handler that
+// still runs. early says that the request ended, so Do may have returned
+// before the Store called run: a handler that has not started then never
+// will, and x stays the Store's (free leaves it alone).
+func (x *exchange) settle(early bool) (led bool) {
+	x.mu.Lock()
+	switch x.state {
+	case notRun:
+		if early {
+			x.state = abandoned
+		}
+		x.mu.Unlock()
+		return false
+	case running:
+		x.ended = make(chan struct{})
+		ended := x.ended
+		x.mu.Unlock()
+		<-ended
+		return true
+	}
+	x.mu.Unlock()
+	return true
 }

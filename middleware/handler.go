@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
@@ -117,30 +116,57 @@ func (h *Handler) guards(method string) bool {
 
 // execute runs the request through the Store. Only the function of the
 // request that starts the execution runs (the leader): it calls next with a
-// writer that tees to w, so the leader's response is live. The context given
-// to Do cannot be cancelled, so Do returns only after the leader's handler
-// has returned: nothing touches w once Serve is gone.
+// writer that holds the response until the Store has decided, and the
+// leader then sends it — or, when the Store could not keep it, a problem in
+// its place. Every other request gets the stored response, or a problem.
+// Do is given the request's context: a duplicate stops waiting when its
+// request ends, as it does for an owner on another instance, while the work
+// goes on detached. A leader whose handler runs is waited for: nothing
+// touches w, r or the framework's context once Serve is gone.
 func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 	w, r := x.w, x.r
-	res, err := h.store.Do(context.WithoutCancel(r.Context()), key, fp, x.run)
-	if x.led {
-		if pe := panicOf(err); pe != nil {
-			if x.cw.started() || pe.Value == http.ErrAbortHandler {
-				panic(http.ErrAbortHandler)
-			}
-			hdr := w.Header()
-			for _, name := range h.c.replay { // half-built headers of the handler
-				hdr.Del(name)
-			}
-			hdr.Del("Set-Cookie")
-			h.fail(w, r, problemFailed, err)
+	for {
+		res, err := h.store.Do(r.Context(), key, fp, x.run)
+		if x.settle(r.Context().Err() != nil) {
+			h.answerLeader(x, res, err)
+			return
 		}
-		return // the live response is complete
-	}
-	if res.Value != nil {
-		h.replay(w, r, res.Value, err != nil)
+		if errors.Is(err, errAbandoned) && r.Context().Err() == nil {
+			// The request this one joined ended before its handler could
+			// start: ask again, and lead if no one else does.
+			continue
+		}
+		if res.Value != nil {
+			h.replay(w, r, res.Value, err != nil)
+			return
+		}
+		h.fail(w, r, storeProblem(err), err)
 		return
 	}
+}
+
+// answerLeader sends the leader's own response once the Store has decided:
+// as the handler wrote it when the Store kept it or the keep policy refused
+// it (err wraps ErrNotKept), and a problem in its place when the Store could
+// not keep it — so that the client never gets a response whose record is
+// lost. A response that went live (streamed, hijacked, oversized) is out
+// already.
+func (h *Handler) answerLeader(x *exchange, res tiered.Result, err error) {
+	w, r := x.w, x.r
+	if pe := panicOf(err); pe != nil {
+		if x.cw.started() || pe.Value == http.ErrAbortHandler {
+			panic(http.ErrAbortHandler)
+		}
+		h.fail(w, r, problemFailed, err)
+		return
+	}
+	if x.cw.started() || err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable) {
+		x.cw.send()
+		return
+	}
+	// The handler ran, but the Store has not kept its response (it could
+	// not store it yet, or another owner took over): answer as for a
+	// duplicate, which a retry then resolves.
 	h.fail(w, r, storeProblem(err), err)
 }
 

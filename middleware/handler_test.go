@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -117,11 +118,32 @@ func TestPanicDropsHandlerHeaders(t *testing.T) {
 	}
 }
 
-// A panic after the response began cuts the connection: net/http's
-// http.ErrAbortHandler, never a whole-looking response.
+// A panic after the handler began its response, while the response is
+// still held, answers a clean 500: nothing of the half-built response went
+// out.
+func TestPanicInHeldResponse(t *testing.T) {
+	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/p/1")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"half":`)
+		panic("boom")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "k")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if p := problemOf(t, rec); rec.Code != 500 || p.Type != ProblemFailed || rec.Header().Get("Location") != "" {
+		t.Fatalf("got %d %+v %v", rec.Code, p, rec.Header())
+	}
+}
+
+// A panic after the response went out (here: flushed) cuts the
+// connection: net/http's http.ErrAbortHandler, never a whole-looking
+// response.
 func TestLatePanicAborts(t *testing.T) {
 	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
 		panic("boom")
 	}))
 	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))

@@ -93,10 +93,13 @@ func (c *cache) get(key idem.Key, now time.Time) (fingerprint string, value []by
 	return e.fingerprint, e.value, true
 }
 
-// put stores a completed result until min(now+ttl, expiresAt). A value
-// larger than its shard's share of the bytes is not stored.
-func (c *cache) put(key idem.Key, fingerprint string, value []byte, expiresAt, now time.Time) {
-	if c == nil {
+// put stores a completed result until min(now+ttl, lives), where lives is
+// until when the record surely lives by this process's clock (see
+// idem.Record.ExpiresIn). A cache must not outlive its source: with lives
+// unknown (zero) nothing is stored. A value larger than its shard's share of
+// the bytes is not stored.
+func (c *cache) put(key idem.Key, fingerprint string, value []byte, lives, now time.Time) {
+	if c == nil || lives.IsZero() {
 		return
 	}
 	d := key.Digest()
@@ -105,8 +108,8 @@ func (c *cache) put(key idem.Key, fingerprint string, value []byte, expiresAt, n
 		return
 	}
 	exp := now.Add(c.ttl)
-	if !expiresAt.IsZero() && expiresAt.Before(exp) {
-		exp = expiresAt
+	if lives.Before(exp) {
+		exp = lives
 	}
 	if !now.Before(exp) {
 		return

@@ -11,12 +11,15 @@ import (
 
 func cacheKey(i int) idem.Key { return idem.NewKey("cache", strconv.Itoa(i)) }
 
+// forever is a record's life far beyond the cache's own TTL.
+var forever = time.Now().Add(100 * 24 * time.Hour)
+
 func TestCacheKeepsItsBounds(t *testing.T) {
 	now := time.Now()
 	for _, items := range []int{1, 3, 16, 100, 1000} {
 		c := newCache(items, 1<<30, time.Minute)
 		for i := range 20 * items {
-			c.put(cacheKey(i), "fp", []byte("v"), time.Time{}, now)
+			c.put(cacheKey(i), "fp", []byte("v"), forever, now)
 		}
 		// Each part fills up long before 20 × its share of keys arrive.
 		if n := c.len(); n != items {
@@ -26,7 +29,7 @@ func TestCacheKeepsItsBounds(t *testing.T) {
 	const bytes = 16 * 100
 	c := newCache(1000, bytes, time.Minute)
 	for i := range 1000 {
-		c.put(cacheKey(i), "fp", make([]byte, 60), time.Time{}, now)
+		c.put(cacheKey(i), "fp", make([]byte, 60), forever, now)
 	}
 	total := 0
 	for i := range c.shards {
@@ -35,7 +38,7 @@ func TestCacheKeepsItsBounds(t *testing.T) {
 	if total > bytes || total == 0 {
 		t.Errorf("%d bytes cached, bound %d", total, bytes)
 	}
-	c.put(cacheKey(-1), "fp", make([]byte, bytes/16+1), time.Time{}, now)
+	c.put(cacheKey(-1), "fp", make([]byte, bytes/16+1), forever, now)
 	if _, _, ok := c.get(cacheKey(-1), now); ok {
 		t.Error("a value over its part's share of bytes was cached")
 	}
@@ -53,12 +56,12 @@ func TestCacheEvictsTheLeastRecentlyUsedOfAPart(t *testing.T) {
 		}
 	}
 	a, b, d := same[0], same[1], same[2]
-	c.put(a, "fa", []byte("a"), time.Time{}, now)
-	c.put(b, "fb", []byte("b"), time.Time{}, now)
+	c.put(a, "fa", []byte("a"), forever, now)
+	c.put(b, "fb", []byte("b"), forever, now)
 	if _, _, ok := c.get(a, now); !ok { // a becomes the most recent
 		t.Fatal("a missing")
 	}
-	c.put(d, "fd", []byte("d"), time.Time{}, now)
+	c.put(d, "fd", []byte("d"), forever, now)
 	if _, _, ok := c.get(b, now); ok {
 		t.Error("b, the least recently used, was kept")
 	}
@@ -72,7 +75,7 @@ func TestCacheEvictsTheLeastRecentlyUsedOfAPart(t *testing.T) {
 func TestCacheExpires(t *testing.T) {
 	now := time.Now()
 	c := newCache(10, 1<<20, time.Minute)
-	c.put(cacheKey(1), "fp", []byte("v"), time.Time{}, now)
+	c.put(cacheKey(1), "fp", []byte("v"), forever, now)
 	c.put(cacheKey(2), "fp", []byte("v"), now.Add(time.Second), now) // the record ends first
 	if _, _, ok := c.get(cacheKey(2), now.Add(2*time.Second)); ok {
 		t.Error("kept past the record's expiry")
@@ -100,7 +103,7 @@ func TestCacheConcurrent(t *testing.T) {
 					t.Errorf("%v: got %q %q", k, fp, v)
 					return
 				}
-				c.put(k, "fp"+k.String(), []byte(k.String()), time.Time{}, now)
+				c.put(k, "fp"+k.String(), []byte(k.String()), forever, now)
 			}
 		})
 	}

@@ -54,7 +54,8 @@ func TestTooLargeResultBecomesTombstone(t *testing.T) {
 
 // When the deciding tier is unreachable at completion, the Store keeps
 // completing in the background: a result survives an outage that ends
-// before anyone takes the key over.
+// before anyone takes the key over. The owner's caller is told that its
+// result is not stored yet (it is not a success until it is).
 func TestCompletionSurvivesOutage(t *testing.T) {
 	const lease = time.Second
 	shared := memlayer.New()
@@ -74,8 +75,8 @@ func TestCompletionSurvivesOutage(t *testing.T) {
 		})
 		return []byte("charged"), nil
 	})
-	if err != nil || string(r.Value) != "charged" {
-		t.Fatalf("owner: %+v, %v; want its result", r, err)
+	if !errors.Is(err, idem.ErrUnavailable) || string(r.Value) != "charged" {
+		t.Fatalf("owner: %+v, %v; want its value and ErrUnavailable", r, err)
 	}
 	<-back
 	// The background completion lands within a few short pauses.

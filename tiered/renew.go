@@ -9,33 +9,175 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// renew keeps the claims stok (SQL) and rtok (Redis) alive while fn runs,
-// renewing both every lease/3. When the deciding tier refuses the token, or
-// cannot be reached before the lease would lapse, it cancels the work with
-// cause idem.ErrLeaseLost. Call stop on the result (nil when there is no
-// claim) when fn returns: it waits for the renewer to end.
-func (s *Store) renew(ctx context.Context, cancel context.CancelCauseFunc, key idem.Key, stok, rtok string, expiry time.Time) *renewal {
-	if stok == "" && rtok == "" {
+// hold is the owner's hold on its call's claims: which tier's claim
+// decides, until when its lease surely lasts, and the renewals and
+// completion attempts that keep it. A lease protects until the completion is
+// decided, not until fn returns (DESIGN §9): the hold renews while fn runs
+// and, between completion attempts, until the deciding tier accepts or
+// refuses the result.
+type hold struct {
+	c       *call
+	tier    idem.Tier // the deciding claim's tier; TierNone when there is no claim
+	expiry  time.Time // when the deciding lease lapses at the earliest, by this process's clock
+	renewed time.Time // when the last accepted renewal, or the claim, was sent
+}
+
+// hold returns the call's hold on its claims, as they stand after the
+// phases that claimed them.
+func (c *call) hold() *hold {
+	h := &hold{c: c}
+	switch {
+	case c.sqlToken != "":
+		h.tier, h.renewed = idem.TierSQL, c.sqlSent
+	case c.redisToken != "":
+		h.tier, h.renewed = idem.TierRedis, c.redisSent
+	default:
+		return h
+	}
+	// The lease runs from when the store executed the claim, which is after
+	// it was sent: count from the send, less a margin for clock rate and
+	// scheduling.
+	h.expiry = h.renewed.Add(c.s.cfg.lease - c.s.leaseMargin())
+	return h
+}
+
+// claimed reports whether there is a claim to hold.
+func (h *hold) claimed() bool { return h.tier != idem.TierNone }
+
+// Timings of a hold, from the lease. The layers give a lapsed lease a grace
+// of lease/4 before another owner may take it over; the owner's attempts
+// must fit in it with room to spare, so that once an outage ends its
+// completion lands before the grace ends: an attempt stuck when the store
+// came back ends within attemptTimeout, and the next starts within
+// retryPause.
+
+// leaseMargin is how much earlier than the store this process considers a
+// lease lapsed.
+func (s *Store) leaseMargin() time.Duration { return s.cfg.lease / 10 }
+
+// retryPause is the pause between failed renewal or completion attempts.
+func (s *Store) retryPause() time.Duration { return min(s.cfg.pollMax, s.cfg.lease/16) }
+
+// holdBounds gives the deadline of one renewal or completion attempt in
+// tier: its timeout, but at most lease/8.
+func (s *Store) holdBounds(tier idem.Tier) *bounds {
+	if tier == idem.TierSQL {
+		return s.sqlHoldBounds
+	}
+	return s.redisHoldBounds
+}
+
+// renew renews each claim once. decided reports whether the deciding tier
+// renewed; lost whether it refused the token.
+func (h *hold) renew() (decided, lost bool) {
+	c, s := h.c, h.c.s
+	sent := time.Now()
+	if c.sqlToken != "" {
+		ctx, cancel := s.sqlHoldBounds.call(c.ctx, sent)
+		err := s.sql.Renew(ctx, c.key, c.sqlToken, s.cfg.lease)
+		cancel()
+		if errors.Is(err, idem.ErrLeaseLost) {
+			return false, true
+		}
+		decided = err == nil
+		if err != nil {
+			c.observe(idem.EventTierError, idem.TierSQL, 0, err)
+		}
+	}
+	if c.redisToken != "" {
+		ctx, cancel := s.redisHoldBounds.call(c.ctx, time.Now())
+		err := s.redis.Renew(ctx, c.key, c.redisToken, s.cfg.lease)
+		cancel()
+		switch {
+		case err == nil:
+			s.health.ok(c.ctx)
+		case errors.Is(err, idem.ErrLeaseLost):
+			if h.tier == idem.TierRedis {
+				return false, true
+			}
+			c.redisToken = "" // Redis lost it (flush, eviction); SQL still decides
+		default:
+			s.redisFailed(c.ctx, c.key, err)
+		}
+		if h.tier == idem.TierRedis {
+			decided = err == nil
+		}
+	}
+	if decided {
+		h.renewed = sent
+		h.expiry = sent.Add(s.cfg.lease - s.leaseMargin())
+	}
+	return decided, false
+}
+
+// complete stores val in the deciding tier under the call's token, holding
+// the lease between attempts, until the tier accepts it (accepted is when
+// the accepted attempt was sent), refuses the token (idem.ErrLeaseLost) or
+// the result (idem.ErrTooLarge), the Store closes, or until passes (zero:
+// no bound); then it returns the last error.
+func (h *hold) complete(val []byte, until time.Time) (accepted time.Time, err error) {
+	c, s := h.c, h.c.s
+	layer, token := s.sql, c.sqlToken
+	if h.tier == idem.TierRedis {
+		layer, token = s.redis, c.redisToken
+	}
+	pause := s.retryPause()
+	for {
+		sent := time.Now()
+		ctx, cancel := s.holdBounds(h.tier).call(c.ctx, sent)
+		err = layer.Complete(ctx, c.key, token, val, s.cfg.retention)
+		cancel()
+		if err == nil {
+			return sent, nil
+		}
+		if errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, idem.ErrTooLarge) || s.stopped(c.ctx) {
+			return time.Time{}, err
+		}
+		if h.tier == idem.TierRedis {
+			s.redisFailed(c.ctx, c.key, err)
+		}
+		// The tier did not answer, or failed: hold the lease while the
+		// completion waits (a renewal may get through where the completion
+		// did not, and it keeps the grace for when the store is back).
+		if time.Since(h.renewed) >= s.cfg.lease/3 {
+			if _, lost := h.renew(); lost {
+				return time.Time{}, idem.ErrLeaseLost
+			}
+		}
+		if !until.IsZero() && !time.Now().Add(pause).Before(until) {
+			return time.Time{}, err
+		}
+		if !s.sleep(c.ctx, pause) {
+			return time.Time{}, err
+		}
+	}
+}
+
+// renewWhile starts renewing the claims while fn runs: every lease/3, or
+// every retryPause after a failure. When the deciding tier refuses the
+// token, or the lease may lapse before a renewal gets through, it cancels
+// the work with cause idem.ErrLeaseLost — and goes on trying, since a
+// result fn returns anyway is still completed if the token holds. Call stop
+// on the result when fn returns.
+func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
+	if !h.claimed() {
 		return nil
 	}
-	r := &renewal{s: s, ctx: ctx, cancel: cancel, key: key, stok: stok, rtok: rtok, expiry: expiry}
+	s := h.c.s
+	r := &renewal{h: h, cancel: cancel}
 	s.wg.Add(1)
 	// Most work ends before its first renewal: the renewer starts only when
 	// that is due, so short work costs a timer, not a goroutine (nor the
 	// renewer's channels).
-	r.timer = time.AfterFunc(s.cfg.lease/3, r.run)
+	r.timer = time.AfterFunc(max(time.Until(h.renewed.Add(s.cfg.lease/3)), 0), r.run)
 	return r
 }
 
-// renewal is one execution's renewer (see Store.renew).
+// renewal is the renewer of one execution's claims while fn runs.
 type renewal struct {
-	s          *Store
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
-	key        idem.Key
-	stok, rtok string
-	expiry     time.Time // when the lease lapses at the earliest
-	timer      *time.Timer
+	h      *hold
+	cancel context.CancelCauseFunc // the work's
+	timer  *time.Timer
 
 	mu      sync.Mutex
 	stopped bool          // stop was called
@@ -43,9 +185,9 @@ type renewal struct {
 	exited  chan struct{} // closed when the renewer returns
 }
 
-// run renews every lease/3 until stop, the work's end or a lost lease.
 func (r *renewal) run() {
-	s := r.s
+	h := r.h
+	c, s := h.c, h.c.s
 	r.mu.Lock()
 	if r.stopped { // stop came between the timer firing and now
 		r.mu.Unlock()
@@ -56,37 +198,34 @@ func (r *renewal) run() {
 	r.mu.Unlock()
 	defer s.wg.Done()
 	defer close(r.exited)
-	every := s.cfg.lease / 3
-	t := time.NewTicker(every)
+	every, pause := s.cfg.lease/3, s.retryPause()
+	attempt := s.holdBounds(h.tier).timeout
+	cancelled := false
+	t := time.NewTimer(every)
 	defer t.Stop()
-	// expiry is when the lease lapses at the earliest, as far as this
-	// process can tell: a lease runs from when the store executed the claim
-	// or renewal, which is after it was sent, so the send time minus a
-	// margin for clock rate and scheduling is safe.
-	margin := s.leaseMargin()
 	for {
-		sent := time.Now()
-		// A renewal that has not succeeded by the expiry is worthless: bound
-		// it by the lease, not only by the tier's timeout.
-		decided, lost := s.renewOnce(r.ctx, r.key, r.stok, &r.rtok, r.expiry)
-		if lost {
-			s.observe(r.ctx, idem.EventLeaseLost, s.decider(), r.key, 0, idem.ErrLeaseLost)
+		decided, lost := h.renew()
+		next := every
+		switch {
+		case lost:
+			c.observe(idem.EventLeaseLost, h.tier, 0, idem.ErrLeaseLost)
 			r.cancel(idem.ErrLeaseLost)
 			return
+		case !decided:
+			next = pause
+			if !cancelled && time.Until(h.expiry) <= pause+attempt {
+				// The lease may lapse before a renewal gets through, and
+				// another owner may then take over: the work must stop.
+				cancelled = true
+				c.observe(idem.EventLeaseLost, h.tier, 0, idem.ErrUnavailable)
+				r.cancel(idem.ErrLeaseLost)
+			}
 		}
-		if decided {
-			r.expiry = sent.Add(s.cfg.lease - margin)
-		} else if time.Until(r.expiry) <= every {
-			// The next renewal would come after the lease lapses: another
-			// owner may take over, so this one must stop.
-			s.observe(r.ctx, idem.EventLeaseLost, s.decider(), r.key, 0, idem.ErrUnavailable)
-			r.cancel(idem.ErrLeaseLost)
-			return
-		}
+		t.Reset(next)
 		select {
 		case <-r.done:
 			return
-		case <-r.ctx.Done():
+		case <-s.base.Done():
 			return
 		case <-t.C:
 		}
@@ -100,7 +239,7 @@ func (r *renewal) stop() {
 		return
 	}
 	if r.timer.Stop() {
-		r.s.wg.Done() // the renewer never started
+		r.h.c.s.wg.Done() // the renewer never started
 		return
 	}
 	r.mu.Lock()
@@ -111,54 +250,4 @@ func (r *renewal) stop() {
 		close(done)
 		<-exited
 	}
-}
-
-// leaseMargin is how much earlier than the store this process considers a
-// lease lapsed.
-func (s *Store) leaseMargin() time.Duration { return s.cfg.lease / 10 }
-
-// renewOnce renews each claim once, each call bounded by expiry. decided
-// reports whether the deciding tier renewed; lost whether it refused the
-// token.
-func (s *Store) renewOnce(ctx context.Context, key idem.Key, stok string, rtok *string, expiry time.Time) (decided, lost bool) {
-	if stok != "" {
-		sctx, c := context.WithTimeout(ctx, min(s.cfg.sqlTimeout, time.Until(expiry)))
-		err := s.sql.Renew(sctx, key, stok, s.cfg.lease)
-		c()
-		if errors.Is(err, idem.ErrLeaseLost) {
-			return false, true
-		}
-		decided = err == nil
-		if err != nil {
-			s.observe(ctx, idem.EventTierError, idem.TierSQL, key, 0, err)
-		}
-	}
-	if *rtok != "" {
-		rctx, c := context.WithTimeout(ctx, min(s.cfg.redisTimeout, time.Until(expiry)))
-		err := s.redis.Renew(rctx, key, *rtok, s.cfg.lease)
-		c()
-		switch {
-		case err == nil:
-			s.health.ok(ctx)
-		case errors.Is(err, idem.ErrLeaseLost):
-			if s.sql == nil {
-				return false, true
-			}
-			*rtok = "" // Redis lost it (flush, eviction); SQL still decides
-		default:
-			s.redisFailed(ctx, key, err)
-		}
-		if s.sql == nil {
-			decided = err == nil
-		}
-	}
-	return decided, false
-}
-
-// decider returns the tier whose claim decides.
-func (s *Store) decider() idem.Tier {
-	if s.sql != nil {
-		return idem.TierSQL
-	}
-	return idem.TierRedis
 }

@@ -6,9 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/idemkit/idem"
 )
@@ -47,15 +44,18 @@ type Store struct {
 	health *health     // Redis health; nil without Redis
 	obs    idem.Observer
 
-	// groups collapse concurrent calls for one key and fingerprint, split
-	// by the key's digest so that unrelated keys do not queue on one lock.
-	groups [16]singleflight.Group
-	// rbound and sbound give each call to Redis and SQL its deadline.
-	rbound, sbound *bounds
+	// flights holds the calls in flight in this process, split by the
+	// key's digest.
+	flights [flightShards]flights
+	// redisBounds and sqlBounds give each call to Redis and SQL its
+	// deadline; redisHoldBounds and sqlHoldBounds each renewal and
+	// completion attempt its own, at most lease/8 (see hold).
+	redisBounds, sqlBounds         *bounds
+	redisHoldBounds, sqlHoldBounds *bounds
 
 	base   context.Context // parent of all work; cancelled by Close
 	stop   context.CancelCauseFunc
-	wg     sync.WaitGroup // renewers
+	wg     sync.WaitGroup // executions on goroutines of their own, renewers, completions
 	closed atomic.Bool
 }
 
@@ -73,14 +73,16 @@ func New(opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		cfg:    cfg,
-		redis:  cfg.redis,
-		sql:    cfg.sql,
-		cache:  newCache(cfg.cacheItems, cfg.cacheBytes, cfg.cacheTTL),
-		obs:    cfg.observer,
-		rbound: newBounds(cfg.redisTimeout),
-		sbound: newBounds(cfg.sqlTimeout),
+		cfg:         cfg,
+		redis:       cfg.redis,
+		sql:         cfg.sql,
+		cache:       newCache(cfg.cacheItems, cfg.cacheBytes, cfg.cacheTTL),
+		obs:         cfg.observer,
+		redisBounds: newBounds(cfg.redisTimeout),
+		sqlBounds:   newBounds(cfg.sqlTimeout),
 	}
+	s.redisHoldBounds = newBounds(min(cfg.redisTimeout, cfg.lease/8))
+	s.sqlHoldBounds = newBounds(min(cfg.sqlTimeout, cfg.lease/8))
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
 		s.filler, _ = s.redis.(idem.Filler)
@@ -92,7 +94,8 @@ func New(opts ...Option) (*Store, error) {
 }
 
 // Close cancels the work still running (its context ends, the key is
-// released) and waits for every goroutine the Store started. It does not
+// released) and waits for every goroutine the Store started. A completion
+// still pending is abandoned: its claim lapses after the lease. It does not
 // close the layers: their owner does. Calls after Close get ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
@@ -113,19 +116,24 @@ type outcome struct {
 // that happened or is happening elsewhere.
 //
 // Errors (check with errors.Is): idem.ErrMismatch when key is bound to
-// another fingerprint; idem.ErrInFlight when another owner still works after
-// the wait; idem.ErrUnavailable when the deciding tier cannot answer (fn did
-// not run); idem.ErrLeaseLost when fn ran but lost its lease (its result was
-// not stored); ErrNotReplayable (wrapping idem.ErrTooLarge) when fn's
-// result was too large to keep, for the owner (with the value) and for
-// every later caller; *PanicError when fn panicked; fn's own error (with the
-// value fn returned in Result.Value). When ctx ends first, Do returns its
-// cause at once; the work goes on for the other callers.
+// another fingerprint; idem.ErrInFlight when another owner, in this process
+// or another, still works after the wait; idem.ErrUnavailable when the
+// deciding tier cannot answer (fn did not run), or when fn ran but the
+// deciding tier has not yet accepted its result (see below); idem.ErrLeaseLost
+// when fn ran but lost its lease (its result was not stored);
+// ErrNotReplayable (wrapping idem.ErrTooLarge) when fn's result was too
+// large to keep, for the owner (with the value) and for every later caller;
+// *PanicError when fn panicked; fn's own error (with the value fn returned
+// in Result.Value). When ctx ends first, Do returns its cause at once; the
+// work goes on for the other callers.
 //
-// When fn succeeded but the deciding tier cannot take the completion, Do
-// still returns the result, and the Store keeps completing in the
-// background until the tier accepts it, refuses the token (another owner
-// took over after the lease), or the Store closes.
+// Do reports success only for a result the deciding tier has accepted.
+// When fn succeeded but the deciding tier cannot take the completion within
+// half the lease, Do returns fn's value in Result.Value with an error
+// wrapping idem.ErrUnavailable, and the Store goes on completing in the
+// background, holding the lease, until the tier accepts the result (a retry
+// then replays it), refuses the token (another owner took over: its result
+// stands), or the Store closes.
 func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Func) (Result, error) {
 	if s.closed.Load() {
 		return Result{}, ErrClosed
@@ -136,8 +144,10 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 	if fn == nil {
 		return Result{}, errors.New("tiered: nil fn")
 	}
+	var start time.Time
 	if s.cache != nil { // the clock costs a reading only when a cache needs it
-		if fp, v, ok := s.cache.get(key, time.Now()); ok {
+		start = time.Now()
+		if fp, v, ok := s.cache.get(key, start); ok {
 			if fp != fingerprint {
 				s.observe(ctx, idem.EventMismatch, idem.TierLocal, key, 0, nil)
 				return Result{}, idem.ErrMismatch
@@ -147,61 +157,82 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 			return o.result, o.err
 		}
 	}
-	d := key.Digest()
-	group := &s.groups[d[0]%byte(len(s.groups))]
-	e := &execution{s: s, ctx: ctx, key: key, fp: fingerprint, fn: fn}
-	name := e.flight(&d)
-	if ctx.Done() == nil {
+	c := &call{s: s, ctx: ctx, key: key, fn: fn}
+	c.flight = flightKey{digest: key.Digest(), fp: fingerprint}
+	part := &s.flights[c.flight.digest[0]%flightShards]
+	cancellable := ctx.Done() != nil
+	if cancellable {
+		c.done = make(chan struct{}) // this caller waits on it if it leads
+	}
+	cur, lead := part.join(c)
+	if !lead {
+		return s.follow(ctx, cur, start)
+	}
+	if !cancellable {
 		// A caller that cannot give up waits for the execution anyway: run
 		// it on this goroutine, which saves a goroutine and its stack growth
-		// per execution. execute never panics, so Do cannot re-panic.
-		v, _, _ := group.Do(name, e.lead)
-		return s.share(ctx, key, e, v.(*execution))
+		// per execution.
+		c.lead(part)
+		return c.out.result, c.out.err
 	}
-	ch := group.DoChan(name, e.lead)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.lead(part)
+	}()
 	select {
-	case r := <-ch:
-		return s.share(ctx, key, e, r.Val.(*execution))
+	case <-c.done:
+		return c.out.result, c.out.err
 	case <-ctx.Done():
 		return Result{}, context.Cause(ctx)
 	}
 }
 
-// execution is one caller's bid to lead an execution of key and
-// fingerprint. The caller whose lead singleflight runs stores the outcome in
-// its own execution, and every caller of that flight gets that execution
-// back: the one that gets its own led.
-type execution struct {
-	s   *Store
-	ctx context.Context
-	key idem.Key
-	fp  string
-	fn  Func
-	out outcome
-	// name holds the flight's name (the key's digest, then the
-	// fingerprint) when the fingerprint fits, as the hex SHA-256 ones of
-	// package fingerprint do: one allocation for both.
-	name [idem.KeySize + 64]byte
-}
-
-// flight returns the singleflight name of e: the key's digest d and the
-// fingerprint. It points into e, which never changes after Do made it.
-func (e *execution) flight(d *[idem.KeySize]byte) string {
-	if len(e.fp) > len(e.name)-len(d) {
-		return string(d[:]) + e.fp
+// follow waits for the execution c that another caller in this process
+// leads, as a duplicate waits for an owner on another instance: at most the
+// Store's wait from start, and no longer than ctx lasts. The execution
+// itself goes on whatever this caller does.
+func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, error) {
+	if start.IsZero() {
+		start = time.Now()
 	}
-	n := copy(e.name[:], d[:])
-	n += copy(e.name[n:], e.fp)
-	return unsafe.String(&e.name[0], n)
+	select {
+	case <-c.done: // ended already: no timer needed
+	default:
+		if err := s.await(ctx, c, start); err != nil {
+			return Result{}, err
+		}
+	}
+	o := c.out
+	o.result.Replayed = true
+	switch {
+	case o.err == nil:
+		o.result.Tier = idem.TierLocal
+		s.observe(ctx, idem.EventReplay, idem.TierLocal, c.key, 0, nil)
+	case errors.Is(o.err, idem.ErrMismatch):
+		s.observe(ctx, idem.EventMismatch, idem.TierLocal, c.key, 0, nil)
+	case errors.Is(o.err, idem.ErrInFlight):
+		s.observe(ctx, idem.EventInFlight, idem.TierLocal, c.key, time.Since(start), nil)
+	}
+	return o.result, o.err
 }
 
-// lead runs the execution. It keeps the leading caller's values (trace
-// spans, request data) but none of its cancellation. It ends with the
-// Store: the phases check for Close, and the work's own context is
-// cancelled by it.
-func (e *execution) lead() (any, error) {
-	e.out = e.s.execute(detach(e.ctx), e.key, e.fp, e.fn)
-	return e, nil
+// await waits for c to end, for at most the Store's wait since start and
+// while ctx lasts.
+func (s *Store) await(ctx context.Context, c *call, start time.Time) error {
+	wait := time.NewTimer(s.cfg.wait - time.Since(start))
+	defer wait.Stop()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-wait.C:
+		s.observe(ctx, idem.EventInFlight, idem.TierLocal, c.key, time.Since(start), nil)
+		return idem.ErrInFlight
+	case <-s.base.Done():
+		return ErrClosed
+	}
 }
 
 // detach returns ctx's values without its cancellation or deadline. A
@@ -221,20 +252,6 @@ func detached(ctx context.Context) bool {
 	}
 	_, ok := ctx.Deadline()
 	return !ok
-}
-
-// share turns the execution that ran for this caller's bid into the
-// caller's answer: a caller whose own bid did not run got a replay.
-func (s *Store) share(ctx context.Context, key idem.Key, bid, ran *execution) (Result, error) {
-	o := ran.out
-	if ran != bid {
-		o.result.Replayed = true
-		if o.err == nil {
-			o.result.Tier = idem.TierLocal
-			s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
-		}
-	}
-	return o.result, o.err
 }
 
 // onceFingerprint is the fingerprint Once uses: a message ID names one
@@ -259,5 +276,35 @@ func (s *Store) Once(ctx context.Context, key idem.Key, fn func(ctx context.Cont
 func (s *Store) observe(ctx context.Context, kind idem.EventKind, tier idem.Tier, key idem.Key, d time.Duration, err error) {
 	if s.obs != nil {
 		s.obs.Observe(ctx, idem.Event{Kind: kind, Tier: tier, Key: key, Duration: d, Err: err})
+	}
+}
+
+// redisFailed records a Redis failure: an event, and a strike towards
+// switching Redis off. A caller's own cancellation is no strike.
+func (s *Store) redisFailed(ctx context.Context, key idem.Key, err error) {
+	if errors.Is(err, context.Canceled) && s.stopped(ctx) {
+		return
+	}
+	s.observe(ctx, idem.EventTierError, idem.TierRedis, key, 0, err)
+	s.health.fail(ctx, err, time.Now())
+}
+
+// stopped reports whether the call should give up: ctx ended or the Store
+// closed. The phases before the work run on the caller's values without any
+// cancellation (see Do), so Close reaches them through this check.
+func (s *Store) stopped(ctx context.Context) bool { return ctx.Err() != nil || s.base.Err() != nil }
+
+// sleep waits d, or until ctx ends or the Store closes; it reports whether
+// d passed.
+func (s *Store) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.base.Done():
+		return false
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func newEnv(t *testing.T, b Backend, m Mount) *env {
 // server is one instance: an httptest.Server with its own Store.
 type server struct {
 	*httptest.Server
+	active     atomic.Int64 // requests the server is still serving
 	store      *tiered.Store
 	redis, sql idem.Layer        // the backend's layers, for inspection
 	sqlFaults  *faultlayer.Layer // the SQL tier as the Store sees it
@@ -68,7 +70,12 @@ func (e *env) start(t *testing.T, mw []middleware.Option, so ...tiered.Option) *
 	}
 	s.store = store
 	t.Cleanup(func() { _ = store.Close() })
-	s.Server = httptest.NewServer(e.mount(store, mw, e.app))
+	mounted := e.mount(store, mw, e.app)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.active.Add(1)
+		defer s.active.Add(-1)
+		mounted.ServeHTTP(w, r)
+	}))
 	t.Cleanup(s.Close)
 	t.Cleanup(e.app.Release) // cleanups run last first: let /slow end, then close
 	return s
@@ -163,6 +170,18 @@ func newKey() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return "k-" + hex.EncodeToString(b)
+}
+
+// waitActive waits until s serves exactly n requests.
+func (s *server) waitActive(t *testing.T, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.active.Load() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server serves %d requests, want %d", s.active.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // waitBusy waits until some Reserve found a key in progress.

@@ -108,6 +108,77 @@ func inFlightPastWait(t *testing.T, e *env) {
 	wantRuns(t, e, 1)
 }
 
+// inFlightHerePastWait: a duplicate of a request that this same instance
+// is executing obeys the wait as one on another instance does: 409 with
+// Retry-After while the handler still runs, not an answer once the handler
+// is done.
+func inFlightHerePastWait(t *testing.T, e *env) {
+	s := e.start(t, nil, tiered.WithWait(100*time.Millisecond))
+	q := request{path: "/slow", key: newKey(), body: payBody}
+	var first reply
+	var err error
+	var wg sync.WaitGroup
+	wg.Go(func() { first, err = s.try(t, q) })
+	if !e.app.Started(10 * time.Second) {
+		t.Fatal("the first request never reached the handler")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	dup := q
+	dup.ctx = ctx // the handler waits for Release: a duplicate that waits for it never returns
+	r, derr := s.try(t, dup)
+	e.app.Release()
+	wg.Wait()
+	if derr != nil {
+		t.Fatalf("the duplicate waited for the handler: %v", derr)
+	}
+	wantProblem(t, r, http.StatusConflict, middleware.ProblemInFlight)
+	if got := r.header.Get("Retry-After"); got != "1" {
+		t.Fatalf("Retry-After %q, want 1", got)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, first, http.StatusCreated)
+	wantReplay(t, first, s.send(t, q))
+	wantRuns(t, e, 1)
+}
+
+// duplicateHereGivesUp: a duplicate of a request that this same instance
+// is executing stops waiting when its own client leaves — the server is
+// done with it while the handler still runs — and the work goes on for the
+// leader and for later retries.
+func duplicateHereGivesUp(t *testing.T, e *env) {
+	s := e.start(t, nil)
+	q := request{path: "/slow", key: newKey(), body: payBody}
+	var first reply
+	var err error
+	var wg sync.WaitGroup
+	wg.Go(func() { first, err = s.try(t, q) })
+	if !e.app.Started(10 * time.Second) {
+		t.Fatal("the first request never reached the handler")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	dup := q
+	dup.ctx = ctx
+	done := make(chan error, 1)
+	go func() { _, err := s.try(t, dup); done <- err }()
+	s.waitActive(t, 2)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the duplicate's client got %v, want its own cancellation", err)
+	}
+	s.waitActive(t, 1) // only the leader is left, its handler still held
+	e.app.Release()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, first, http.StatusCreated)
+	wantReplay(t, first, s.send(t, q))
+	wantRuns(t, e, 1)
+}
+
 func mismatch(t *testing.T, e *env) {
 	s1, s2 := e.start(t, nil), e.start(t, nil)
 	k := newKey()

@@ -1,0 +1,215 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// work runs fn as the owner of the call's claims (SQL's, Redis's, or none
+// under WithFailOpen), keeping them alive while fn runs and afterwards until
+// the deciding tier has accepted or refused its result, then completes or
+// releases them.
+func (c *call) work(tier idem.Tier) outcome {
+	s := c.s
+	h := c.hold()
+	if h.claimed() && time.Until(h.expiry) < s.cfg.lease/3 {
+		// The claim's answer came late: too little of the lease is left to
+		// start the work safely. Renew first, or give the claim up.
+		if decided, lost := h.renew(); lost || !decided {
+			c.release()
+			err := fmt.Errorf("%w: the claim's answer came too late to start the work", idem.ErrLeaseLost)
+			c.observe(idem.EventLeaseLost, tier, 0, err)
+			return outcome{result: Result{Tier: tier}, err: err}
+		}
+	}
+	// The work ends with the Store: Close cancels it (cause ErrClosed).
+	workCtx, cancel := context.WithCancelCause(&underStore{Context: c.ctx, base: s.base})
+	defer cancel(nil)
+	r := h.renewWhile(cancel)
+	began := time.Now()
+	val, err := runFn(workCtx, c.fn)
+	r.stop()
+	took := time.Since(began)
+	if err != nil {
+		if cause := context.Cause(workCtx); errors.Is(cause, idem.ErrLeaseLost) && errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("%w: %w", idem.ErrLeaseLost, err)
+		}
+		c.release()
+		c.observe(idem.EventReleased, tier, took, err)
+		return outcome{result: Result{Value: val, Tier: tier}, err: err}
+	}
+	// fn succeeded. Even if renewal gave up, complete: when no one took over,
+	// the token still works and the result is kept; when someone did, the
+	// layer says ErrLeaseLost and the winner's result stays.
+	return c.finish(h, val, tier, took)
+}
+
+// finish completes the deciding claim with val and hands the result on to
+// Redis and the local cache. The caller hears of success only once the
+// deciding tier accepted the result; a completion still pending after half
+// the lease goes on in the background, holding the lease.
+func (c *call) finish(h *hold, val []byte, tier idem.Tier, took time.Duration) outcome {
+	s := c.s
+	if !h.claimed() { // WithFailOpen with no claim anywhere: nothing to keep
+		c.observe(idem.EventNew, tier, took, nil)
+		return outcome{result: Result{Value: val, Tier: tier}}
+	}
+	stored := val
+	accepted, err := h.complete(stored, time.Now().Add(s.cfg.lease/2))
+	if errors.Is(err, idem.ErrTooLarge) {
+		// The work ran once; its result cannot be kept. Finalise the key as
+		// a tombstone so that retries never run it again.
+		stored = tombstone
+		accepted, err = h.complete(stored, time.Now().Add(s.cfg.lease/2))
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, idem.ErrLeaseLost):
+		c.releaseRedis()
+		c.observe(idem.EventLeaseLost, h.tier, took, err)
+		return outcome{result: Result{Value: val, Tier: tier}, err: err}
+	case s.stopped(c.ctx):
+		return outcome{result: Result{Value: val, Tier: tier}, err: ErrClosed}
+	default:
+		// The work ran and the token may still be good: a lapsed lease stays
+		// the owner's until someone takes it over, and the layers give the
+		// owner a grace before that. Keep completing, and holding the lease,
+		// in the background rather than forget the result; the caller hears
+		// that it is not stored yet.
+		c.observe(idem.EventTierError, h.tier, took, err)
+		c.finishLater(h, stored)
+		if !errors.Is(err, idem.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", idem.ErrUnavailable, err)
+		}
+		return outcome{result: Result{Value: val, Tier: tier}, err: fmt.Errorf("%w (the work ran; its result will be stored when the store answers, and a retry then gets it)", err)}
+	}
+	c.stored(h, stored, accepted)
+	c.observe(idem.EventNew, tier, took, nil)
+	if isTombstone(stored) {
+		return outcome{result: Result{Value: val, Tier: tier}, err: fmt.Errorf("%w: %w", ErrNotReplayable, idem.ErrTooLarge)}
+	}
+	return outcome{result: Result{Value: val, Tier: tier}}
+}
+
+// stored hands a result the deciding tier accepted on to the other tiers:
+// Redis (when SQL decided) and the local cache, neither for longer than the
+// record lives. accepted is when the accepted completion was sent.
+func (c *call) stored(h *hold, val []byte, accepted time.Time) {
+	s := c.s
+	lives := accepted.Add(s.cfg.retention)
+	if h.tier == idem.TierSQL {
+		c.publish(val, lives)
+	}
+	s.cache.put(c.key, c.fp(), val, lives, time.Now())
+}
+
+// finishLater goes on completing the deciding claim in the background until
+// the tier accepts the result, refuses the token (another owner took over:
+// its result stands), or the Store closes. It holds the lease meanwhile.
+func (c *call) finishLater(h *hold, val []byte) {
+	s := c.s
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		accepted, err := h.complete(val, time.Time{})
+		switch {
+		case err == nil:
+			c.stored(h, val, accepted)
+		case errors.Is(err, idem.ErrLeaseLost):
+			c.releaseRedis()
+			c.observe(idem.EventLeaseLost, h.tier, 0, err)
+		}
+	}()
+}
+
+// publish puts a result SQL holds into Redis so that duplicates on other
+// instances replay it (and their waiters wake): through this process's claim
+// when it has one, else by back-filling. Redis keeps it no longer than
+// lives, until when the SQL record surely lives by this process's clock.
+// Best effort: SQL holds the result.
+func (c *call) publish(val []byte, lives time.Time) {
+	s := c.s
+	if s.redis == nil {
+		return
+	}
+	if use, _ := s.health.allow(time.Now()); !use {
+		return
+	}
+	now := time.Now()
+	// The call may reach Redis up to its timeout after it was sent.
+	ttl := lives.Sub(now) - s.cfg.redisTimeout
+	if lives.IsZero() || ttl < time.Millisecond {
+		c.releaseRedis() // too little left to be worth keeping
+		return
+	}
+	rctx, cancel := s.redisBounds.call(c.ctx, now)
+	defer cancel()
+	var err error
+	if c.redisToken != "" {
+		err = s.redis.Complete(rctx, c.key, c.redisToken, val, ttl)
+		if err == nil {
+			s.health.ok(c.ctx)
+			return
+		}
+	}
+	if s.filler == nil {
+		if c.redisToken == "" {
+			return
+		}
+	} else if c.redisToken == "" || errors.Is(err, idem.ErrLeaseLost) {
+		// No claim here, or Redis lost it (flush, eviction, another
+		// instance's claim after that): SQL decided, so the result replaces
+		// whatever Redis holds.
+		err = s.filler.Fill(rctx, idem.Record{Key: c.key, Fingerprint: c.fp(), State: idem.StateCompleted, Result: val}, ttl)
+	}
+	switch {
+	case err == nil:
+		s.health.ok(c.ctx)
+	case errors.Is(err, idem.ErrTooLarge), errors.Is(err, idem.ErrLeaseLost):
+		c.observe(idem.EventTierError, idem.TierRedis, 0, err)
+	default:
+		s.redisFailed(c.ctx, c.key, err)
+	}
+}
+
+// backfill puts a completed record that SQL returned, read by a call sent
+// at sent, into Redis for what it has left to live.
+func (c *call) backfill(rec idem.Record, sent time.Time) {
+	c.publish(rec.Result, lives(rec, sent))
+}
+
+// underStore is an execution's values (its leading caller's, detached)
+// under the Store's cancellation, the parent of the work's context. Values
+// are looked up in the Store's context first: it holds none of its own, so
+// no caller's value changes, and context.WithCancel then finds the Store's
+// context as the nearest cancellable parent and registers the work with it
+// directly, rather than through a watcher per execution.
+type underStore struct {
+	context.Context
+	base context.Context
+}
+
+func (c *underStore) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *underStore) Done() <-chan struct{}       { return c.base.Done() }
+func (c *underStore) Err() error                  { return c.base.Err() }
+func (c *underStore) Value(key any) any {
+	if v := c.base.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
+}
+
+// runFn runs fn, turning a panic into a *PanicError.
+func runFn(ctx context.Context, fn Func) (val []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			val, err = nil, &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx)
+}
