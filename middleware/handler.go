@@ -126,7 +126,7 @@ func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 	if x.led {
 		if pe := panicOf(err); pe != nil {
 			if x.cw.started() || pe.Value == http.ErrAbortHandler {
-				panic(http.ErrAbortHandler)
+				abort(w, x.cw.hijacked)
 			}
 			hdr := w.Header()
 			for _, name := range h.c.replay { // half-built headers of the handler
