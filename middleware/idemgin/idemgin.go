@@ -35,7 +35,10 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) gin.HandlerFunc 
 				c.Next() // passed through untouched
 				return
 			}
-			gw := &writer{w: w, orig: orig, status: http.StatusOK, size: -1}
+			// The status gin would send if no handler writes: 200, or the
+			// 404 or 405 gin set before running the chain for a route it
+			// does not know.
+			gw := &writer{w: w, orig: orig, status: orig.Status(), size: -1}
 			c.Writer, c.Request = gw, r
 			defer func() { c.Writer, c.Request = orig, origReq }()
 			c.Next()
