@@ -28,10 +28,11 @@ type Chain func(store *tiered.Store, opts []middleware.Option, later func(http.R
 // count their runs, each able to fail once.
 type chainApp struct {
 	later, runs  atomic.Int64
-	laterPanic   atomic.Bool // the later middleware panics once on /later-panic
-	handlerPanic atomic.Bool // the handler panics once on /panic
-	started      chan struct{}
-	release      chan struct{}
+	laterPanic   atomic.Bool   // the later middleware panics once on /later-panic
+	handlerPanic atomic.Bool   // the handler panics once on /panic
+	started      chan struct{} // receives when /slow started
+	release      chan struct{} // closed by Release to let /slow finish
+	once         sync.Once
 }
 
 func newChainApp() *chainApp {
@@ -40,6 +41,9 @@ func newChainApp() *chainApp {
 	a.handlerPanic.Store(true)
 	return a
 }
+
+// Release lets every /slow handler, running or to come, finish.
+func (a *chainApp) Release() { a.once.Do(func() { close(a.release) }) }
 
 // Later is the middleware after idem:
 //
@@ -104,6 +108,7 @@ func startChainOver(t *testing.T, chain Chain, app *chainApp, tier *faultlayer.L
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	srv := newServer(t, chain(store, opts, s.app.Later, s.app), false)
+	t.Cleanup(app.Release) // cleanups run last first: let /slow end, then close
 	s.url, s.client = srv.URL, srv.Client()
 	return s
 }
@@ -229,7 +234,7 @@ func RunChain(t *testing.T, chain Chain) {
 			}
 			other := startChainOver(t, chain, s.app, s.faults)
 			wantProblem(t, other.send(t, "POST", "/slow", k, payBody), http.StatusConflict, middleware.ProblemInFlight)
-			close(s.app.release)
+			s.app.Release()
 			wg.Wait()
 			if err != nil {
 				t.Fatal(err)
