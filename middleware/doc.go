@@ -69,9 +69,12 @@
 // Otherwise (5xx, 408, 425, 429) the key is released so that a retry runs
 // the handler again; requests that shared that execution get the same
 // response. A panic releases the key too: the leader answers 500
-// ProblemFailed, or, if its response had begun, the middleware panics with
-// [http.ErrAbortHandler] so that the server cuts the connection instead of
-// ending a broken response as if it were whole. The panic value and stack
+// ProblemFailed, or, if its response had begun (or the handler panicked
+// with [http.ErrAbortHandler]), the middleware cuts the connection itself
+// — it hijacks and closes it over HTTP/1.x and resets the stream over
+// HTTP/2 — and panics with http.ErrAbortHandler. The client then reads an
+// error, never a broken response ended as if it were whole, even when
+// recovery middleware swallows the panic. The panic value and stack
 // reach the Store's Observer (EventReleased) and a custom [ErrorWriter]
 // (Problem.Err); the process never dies of it.
 //

@@ -128,7 +128,7 @@ func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 	for {
 		res, err := h.store.Do(r.Context(), key, fp, x.run)
 		if x.settle(r.Context().Err() != nil) {
-			h.answerLeader(x, res, err)
+			h.answerLeader(x, err)
 			return
 		}
 		if errors.Is(err, errAbandoned) && r.Context().Err() == nil {
@@ -151,11 +151,11 @@ func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 // not keep it — so that the client never gets a response whose record is
 // lost. A response that went live (streamed, hijacked, oversized) is out
 // already.
-func (h *Handler) answerLeader(x *exchange, res tiered.Result, err error) {
+func (h *Handler) answerLeader(x *exchange, err error) {
 	w, r := x.w, x.r
 	if pe := panicOf(err); pe != nil {
 		if x.cw.started() || pe.Value == http.ErrAbortHandler {
-			panic(http.ErrAbortHandler)
+			abort(w, x.cw.hijacked)
 		}
 		h.fail(w, r, problemFailed, err)
 		return

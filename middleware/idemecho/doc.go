@@ -19,5 +19,9 @@
 // that is recorded and judged by the keep policy (an *echo.HTTPError with
 // 500 releases the key; one with 404 is stored). The middleware then
 // returns nil. A panic in a later handler is handled by the core, not by
-// Echo's Recover, because those handlers run in the Store's execution.
+// Echo's Recover, because those handlers run in the Store's execution: the
+// client gets 500 ProblemFailed, or a cut connection when the response had
+// begun. Put Recover before the middleware: after it, Recover turns a panic
+// into an ordinary response, and one that had begun is then kept as it was
+// sent, truncated.
 package idemecho

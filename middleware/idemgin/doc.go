@@ -14,8 +14,17 @@
 // the middleware therefore see the Store's work context through
 // c.Request.Context(); the *gin.Context itself is never used as a context.
 //
-// When the core answers without running the chain (a replay, a problem) the
-// middleware aborts the chain. A panic in a later handler is handled by the
-// core, not by gin's Recovery, because those handlers run in the Store's
-// execution.
+// Unless the core passed the request through untouched, the middleware
+// aborts the chain (c.Abort) whenever the rest of it did not run to its end:
+// after a replay or a problem, and after a later handler panicked. No
+// handler then runs outside the execution or after the answer. A request
+// passed through meets the chain exactly as without the middleware.
+//
+// A panic in a later handler is handled by the core, not by gin's Recovery,
+// because those handlers run in the Store's execution: the client gets 500
+// ProblemFailed, or a cut connection when the response had begun, which
+// gin's Recovery can no longer turn into a complete-looking response. Put
+// Recovery before the middleware, as gin.Default does: after it, Recovery
+// turns a panic into an ordinary response, and one that had begun is then
+// kept as it was sent, truncated.
 package idemgin

@@ -16,21 +16,34 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) gin.HandlerFunc 
 	h := middleware.NewHandler(store, opts...)
 	return func(c *gin.Context) {
 		orig, origReq := c.Writer, c.Request
-		ran := false
+		// Gin's handler loop goes on with the handler after the one that
+		// last ran unless the chain is aborted. So unless the core passed
+		// the request through untouched, or ran the rest of the chain to
+		// its end, the chain is aborted: after a replay, a problem, or a
+		// panic in a later handler that the core recovered (gin's index
+		// then points at the handler that panicked) or turned into a cut
+		// connection, nothing after this middleware may run.
+		passed, finished := false, false
+		defer func() {
+			if !passed && !finished {
+				c.Abort()
+			}
+		}()
 		h.Serve(orig, origReq, func(w http.ResponseWriter, r *http.Request) {
-			ran = true
 			if w == http.ResponseWriter(orig) && r == origReq {
+				passed = true
 				c.Next() // passed through untouched
 				return
 			}
-			gw := &writer{w: w, orig: orig, status: http.StatusOK, size: -1}
+			// The status gin would send if no handler writes: 200, or the
+			// 404 or 405 gin set before running the chain for a route it
+			// does not know.
+			gw := &writer{w: w, orig: orig, status: orig.Status(), size: -1}
 			c.Writer, c.Request = gw, r
 			defer func() { c.Writer, c.Request = orig, origReq }()
 			c.Next()
+			finished = true     // gin's loop ran to the end, or a handler aborted it
 			gw.WriteHeaderNow() // as gin's engine does after the last handler
 		})
-		if !ran {
-			c.Abort()
-		}
 	}
 }

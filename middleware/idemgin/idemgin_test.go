@@ -90,3 +90,18 @@ func TestAbortsChain(t *testing.T) {
 		t.Fatalf("handler ran %d times", runs.Load())
 	}
 }
+
+// TestUnknownRoute checks that the status gin sets before running the
+// chain for a route it does not know (404) is what the core records, never
+// a 200 made up by the adapter. The leader gets gin's own text; a retry
+// gets the status with the body the chain wrote, none.
+func TestUnknownRoute(t *testing.T) {
+	var runs atomic.Int64
+	r := gin.New()
+	r.Use(idemgin.Middleware(behaviour.MemoryStore(t)), func(*gin.Context) { runs.Add(1) })
+	r.POST("/pay", func(c *gin.Context) { c.String(http.StatusCreated, "paid") })
+	a, b := behaviour.Post(t, r, "/nope", "k"), behaviour.Post(t, r, "/nope", "k")
+	if a.Status != http.StatusNotFound || a.Body != "404 page not found" || b.Status != http.StatusNotFound || runs.Load() != 1 {
+		t.Fatalf("answers %+v and %+v, chain ran %d times; want 404 twice, once", a, b, runs.Load())
+	}
+}

@@ -1,6 +1,7 @@
 package idemgin_test
 
 import (
+	"io"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -9,5 +10,7 @@ import (
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.ReleaseMode)
+	// gin.Default logs every request and every recovered panic.
+	gin.DefaultWriter, gin.DefaultErrorWriter = io.Discard, io.Discard
 	goleak.VerifyTestMain(m)
 }

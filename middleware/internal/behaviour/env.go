@@ -111,6 +111,7 @@ type reply struct {
 	status int
 	header http.Header
 	body   []byte
+	proto  string // HTTP/1.1, HTTP/2.0
 }
 
 func (s *server) send(t *testing.T, q request) reply {
@@ -162,7 +163,7 @@ func (s *server) try(t *testing.T, q request) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	return reply{status: res.StatusCode, header: res.Header, body: b}, nil
+	return reply{status: res.StatusCode, header: res.Header, body: b, proto: res.Proto}, nil
 }
 
 // newKey returns a client key no other row uses.

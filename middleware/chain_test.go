@@ -1,0 +1,39 @@
+package middleware_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	chimw "github.com/go-chi/chi/v5/middleware"
+
+	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/middleware/internal/behaviour"
+	"github.com/idemkit/idem/tiered"
+)
+
+// later turns the rig's later function into net/http middleware.
+func later(fn func(http.ResponseWriter, *http.Request) bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if fn(w, r) {
+				next.ServeHTTP(w, r)
+			}
+		})
+	}
+}
+
+func TestChainNetHTTP(t *testing.T) {
+	behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) http.Handler {
+		return middleware.New(store, opts...)(later(fn)(h))
+	})
+}
+
+func TestChainChi(t *testing.T) {
+	behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) http.Handler {
+		r := chi.NewRouter()
+		r.Use(chimw.Recoverer, middleware.New(store, opts...), later(fn))
+		r.Handle("/*", h)
+		return r
+	})
+}

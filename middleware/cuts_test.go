@@ -1,0 +1,28 @@
+package middleware_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	chimw "github.com/go-chi/chi/v5/middleware"
+
+	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/middleware/internal/behaviour"
+	"github.com/idemkit/idem/tiered"
+)
+
+func TestCutsNetHTTP(t *testing.T) {
+	behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+		return middleware.New(store, opts...)(h)
+	})
+}
+
+func TestCutsChi(t *testing.T) {
+	behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+		r := chi.NewRouter()
+		r.Use(chimw.Recoverer, middleware.New(store, opts...))
+		r.Handle("/*", h)
+		return r
+	})
+}
