@@ -281,6 +281,12 @@ type findings struct {
 }
 
 func (fs *findings) add(k Kind, detail string, calls []*Call, execs []*Execution) {
+	fs.addUntil(k, detail, calls, execs, 0)
+}
+
+// addUntil is add with the anomaly's time extended to until (when the
+// stores were read, say), so that it names the faults up to then.
+func (fs *findings) addUntil(k Kind, detail string, calls []*Call, execs []*Execution, until int64) {
 	if fs.by == nil {
 		fs.by = map[Kind]*finding{}
 	}
@@ -290,6 +296,9 @@ func (fs *findings) add(k Kind, detail string, calls []*Call, execs []*Execution
 		fs.by[k] = f
 	}
 	f.note(detail, calls, execs, fs.c)
+	if until > 0 && f.from > 0 {
+		f.to = max(f.to, until)
+	}
 }
 
 // flush appends the key's anomalies in the order of Kinds.

@@ -339,7 +339,7 @@ func TestStories(t *testing.T) {
 }
 
 // An anomaly lists the faults that overlapped its calls and executions,
-// and only those.
+// and only those; a lost result also those until the stores were read.
 func TestAnomalyNamesTheFaultsAroundIt(t *testing.T) {
 	h := history.History{
 		Calls: []history.Call{call("a/c1", "f", 100, 120, history.Executed, "v", "a/e1")},
@@ -348,7 +348,8 @@ func TestAnomalyNamesTheFaultsAroundIt(t *testing.T) {
 			{ID: "before", Kind: history.RedisFlush, Start: 10, End: 99},
 			{ID: "during", Kind: history.PostgresBlackhole, Start: 90, End: 105},
 			{ID: "open", Kind: history.RedisPause, Start: 115},
-			{ID: "after", Kind: history.SentinelFailover, Start: 500, End: 600},
+			{ID: "later", Kind: history.SentinelFailover, Start: 500, End: 600},
+			{ID: "after the read", Kind: history.RedisRestart, Start: 20000, End: 20001},
 		},
 		Finals: []history.Final{final(absent, absent)},
 	}
@@ -360,8 +361,8 @@ func TestAnomalyNamesTheFaultsAroundIt(t *testing.T) {
 	for _, f := range r.Anomalies[0].Faults {
 		ids = append(ids, f.ID)
 	}
-	if !slices.Equal(ids, []string{"during", "open"}) {
-		t.Errorf("faults %v, want [during open]", ids)
+	if want := []string{"during", "open", "later"}; !slices.Equal(ids, want) {
+		t.Errorf("faults %v, want %v", ids, want)
 	}
 	if s := r.Anomalies[0].String(); !strings.Contains(s, "postgres-blackhole[during]") || !strings.Contains(s, "a/c1") {
 		t.Errorf("String() = %q: want the faults and the call", s)

@@ -30,9 +30,10 @@ type keyCheck struct {
 	// firstOf caches resultOf.
 	firstOf map[string]*Execution
 	// done is when the key was first known to be done (check 5), and
-	// doneBy what said so.
-	done   int64
-	doneBy string
+	// doneCall or doneExec what said so (see doneBy).
+	done     int64
+	doneCall *Call
+	doneExec *Execution
 }
 
 func (c *checker) checkKey(k *keyData) {
@@ -204,21 +205,14 @@ func (kc *keyCheck) duplicates() {
 			kc.winners = append(kc.winners, e)
 		}
 	}
-	// A result delivered to a caller makes the key done when fn returned;
-	// one only kept, when it was accepted (between the two another owner
-	// may take a lapsed claim over, and the completion must then fail).
 	for _, w := range kc.winners {
-		t, what := cmpTime(w.End, w.Completed), "returned"
-		if len(kc.received[w]) == 0 && w.Completed > 0 {
-			t, what = w.Completed, "was accepted"
-		}
-		if t < kc.done {
-			kc.done, kc.doneBy = t, fmt.Sprintf("execution %s, whose result was %s, %s at %s", w.ID, kc.fate(w), what, kc.at(t))
+		if t := kc.doneAt(w); t < kc.done {
+			kc.done, kc.doneExec = t, w
 		}
 	}
 	for _, x := range kc.k.calls {
 		if kc.src[x] != nil && x.Return < kc.done {
-			kc.done, kc.doneBy = x.Return, fmt.Sprintf("call %s was told %s at %s", x.ID, x.Outcome, kc.at(x.Return))
+			kc.done, kc.doneCall, kc.doneExec = x.Return, x, nil
 		}
 	}
 	if kc.expired || len(kc.winners) < 2 {
@@ -232,6 +226,30 @@ func (kc *keyCheck) duplicates() {
 		calls = append(calls, kc.received[w]...)
 	}
 	kc.fs.add(DuplicateExecution, fmt.Sprintf("%d executions of the key had their result delivered or kept: %s", len(kc.winners), strings.Join(parts, ", ")), calls, kc.winners)
+}
+
+// doneAt is when winner w made the key done: when fn returned, for a
+// result delivered to a caller; when it was accepted, for one only kept
+// (between the two another owner may take a lapsed claim over, and the
+// completion must then fail).
+func (kc *keyCheck) doneAt(w *Execution) int64 {
+	if len(kc.received[w]) == 0 && w.Completed > 0 {
+		return w.Completed
+	}
+	return cmpTime(w.End, w.Completed)
+}
+
+// doneBy says what made the key done.
+func (kc *keyCheck) doneBy() string {
+	if x := kc.doneCall; x != nil {
+		return fmt.Sprintf("call %s was told %s at %s", x.ID, x.Outcome, kc.at(x.Return))
+	}
+	w := kc.doneExec
+	what := "returned"
+	if len(kc.received[w]) == 0 && w.Completed > 0 {
+		what = "was accepted"
+	}
+	return fmt.Sprintf("execution %s, whose result was %s, %s at %s", w.ID, kc.fate(w), what, kc.at(kc.done))
 }
 
 // cmpTime returns the first non-zero time of ts, else forever.
@@ -406,11 +424,13 @@ func (kc *keyCheck) order() {
 			case !sy && kc.dup && kc.inS[y]:
 				// Check 1 reported it; no fence failed that could say why.
 			case !sy:
-				kc.fs.add(RerunAfterSuccess, fmt.Sprintf("execution %s on %s started at %s, after the key was done: %s", y.ID, y.Node, kc.at(y.Start), kc.doneBy), nil, []*Execution{y})
+				calls, execs := kc.afterDone(y)
+				kc.fs.add(RerunAfterSuccess, fmt.Sprintf("execution %s on %s started at %s, after the key was done: %s", y.ID, y.Node, kc.at(y.Start), kc.doneBy()), calls, execs)
 			default:
 				if ok, why := kc.fenced(y, y.Start); !ok {
+					calls, execs := kc.afterDone(y)
 					kc.fs.add(StaleOwner, fmt.Sprintf("execution %s started at %s, after the key was done (%s), on a claim its paused process may have lost, and was not fenced: %s",
-						y.ID, kc.at(y.Start), kc.doneBy, strings.Join(why, "; ")), nil, []*Execution{y})
+						y.ID, kc.at(y.Start), kc.doneBy(), strings.Join(why, "; ")), calls, execs)
 				}
 			}
 		}
@@ -448,6 +468,20 @@ func (kc *keyCheck) order() {
 	}
 }
 
+// afterDone returns what made the key done and the execution y that came
+// after it, for an anomaly about the two.
+func (kc *keyCheck) afterDone(y *Execution) ([]*Call, []*Execution) {
+	var calls []*Call
+	var execs []*Execution
+	if kc.doneCall != nil {
+		calls = append(calls, kc.doneCall)
+	}
+	if kc.doneExec != nil {
+		execs = append(execs, kc.doneExec)
+	}
+	return calls, append(execs, y)
+}
+
 // finalState is checks 6 and 7, and the provenance of the final records.
 func (kc *keyCheck) finalState() {
 	f := kc.k.final
@@ -479,10 +513,10 @@ func (kc *keyCheck) finalState() {
 	redisOK := recordOK("Redis", f.Redis)
 
 	if f.SQL.State == InProgress && !kc.lastCallKilled() {
-		kc.fs.add(LeftClaimed, fmt.Sprintf("SQL still holds a claim (fingerprint %q) after every lease lapsed", f.SQL.Fingerprint), kc.lastCalls(), nil)
+		kc.fs.addUntil(LeftClaimed, fmt.Sprintf("SQL still holds a claim (fingerprint %q) after every lease lapsed", f.SQL.Fingerprint), kc.lastCalls(), nil, f.At)
 	}
 	if f.Redis.State == InProgress {
-		kc.fs.add(LeftClaimed, fmt.Sprintf("Redis still holds a claim (fingerprint %q) after every lease lapsed: a claim without a TTL", f.Redis.Fingerprint), kc.lastCalls(), nil)
+		kc.fs.addUntil(LeftClaimed, fmt.Sprintf("Redis still holds a claim (fingerprint %q) after every lease lapsed: a claim without a TTL", f.Redis.Fingerprint), kc.lastCalls(), nil, f.At)
 	}
 	if kc.expired || f.SQL.State == NotRead {
 		return
@@ -504,24 +538,31 @@ func (kc *keyCheck) finalState() {
 	if ack != nil && sqlOK {
 		switch {
 		case f.SQL.State != Completed:
-			kc.fs.add(LostResult, fmt.Sprintf("call %s was told %s, but SQL's record is %s", ack.ID, ack.Outcome, f.SQL.State), []*Call{ack}, []*Execution{kc.src[ack]})
+			kc.fs.addUntil(LostResult, fmt.Sprintf("call %s was told %s, but SQL's record is %s", ack.ID, ack.Outcome, f.SQL.State), []*Call{ack}, []*Execution{kc.src[ack]}, f.At)
 		case f.SQL.Fingerprint != ack.Fingerprint:
-			kc.fs.add(LostResult, fmt.Sprintf("call %s (fingerprint %q) was told %s, but SQL's record is bound to fingerprint %q", ack.ID, ack.Fingerprint, ack.Outcome, f.SQL.Fingerprint), []*Call{ack}, []*Execution{kc.src[ack]})
+			kc.fs.addUntil(LostResult, fmt.Sprintf("call %s (fingerprint %q) was told %s, but SQL's record is bound to fingerprint %q", ack.ID, ack.Fingerprint, ack.Outcome, f.SQL.Fingerprint), []*Call{ack}, []*Execution{kc.src[ack]}, f.At)
 		case len(values) > 0 && !values[string(f.SQL.Value)]:
 			d := fmt.Sprintf("call %s was told %s, but SQL holds other bytes (%s)", ack.ID, ack.Outcome, diff(f.SQL.Value, ack.Value))
 			if kc.held != nil {
 				d += fmt.Sprintf(", the result of execution %s", kc.held.ID)
 			}
-			kc.fs.add(LostResult, d, []*Call{ack}, []*Execution{kc.src[ack]})
+			kc.fs.addUntil(LostResult, d, []*Call{ack}, []*Execution{kc.src[ack]}, f.At)
 		}
 	}
 	if f.Redis.State == Completed && sqlOK && redisOK && !nr {
+		var execs []*Execution
+		if e, _ := kc.classify(f.Redis.Value, f.Redis.Fingerprint); e != nil {
+			execs = append(execs, e)
+		}
+		if kc.held != nil {
+			execs = append(execs, kc.held)
+		}
 		switch {
 		case f.SQL.State != Completed:
-			kc.fs.add(SplitRecord, fmt.Sprintf("Redis holds a completed result (fingerprint %q) but SQL's record is %s: a replay from Redis answers what SQL never decided", f.Redis.Fingerprint, f.SQL.State), nil, nil)
+			kc.fs.addUntil(SplitRecord, fmt.Sprintf("Redis holds a completed result (fingerprint %q) but SQL's record is %s: a replay from Redis answers what SQL never decided", f.Redis.Fingerprint, f.SQL.State), nil, execs, f.At)
 		case f.Redis.Fingerprint != f.SQL.Fingerprint || !bytes.Equal(f.Redis.Value, f.SQL.Value):
-			kc.fs.add(SplitRecord, fmt.Sprintf("Redis holds a completed result (fingerprint %q, %d bytes) that differs from SQL's (fingerprint %q, %d bytes)",
-				f.Redis.Fingerprint, len(f.Redis.Value), f.SQL.Fingerprint, len(f.SQL.Value)), nil, nil)
+			kc.fs.addUntil(SplitRecord, fmt.Sprintf("Redis holds a completed result (fingerprint %q, %d bytes) that differs from SQL's (fingerprint %q, %d bytes)",
+				f.Redis.Fingerprint, len(f.Redis.Value), f.SQL.Fingerprint, len(f.SQL.Value)), nil, execs, f.At)
 		}
 	}
 }
