@@ -130,6 +130,8 @@ type Running struct {
 	mu       sync.Mutex // guards the fields below
 	canceled bool
 	ended    bool
+	ctx      context.Context // watched by Watch
+	classify func(cause error) bool
 	unwatch  func() bool
 }
 
@@ -141,17 +143,28 @@ func (x *Running) ID() string { return x.id }
 // knows idem.ErrLeaseLost, this package does not). End stops the watch,
 // so a context cancelled once fn returned is not recorded.
 func (x *Running) Watch(ctx context.Context, leaseLost func(cause error) bool) {
-	stop := context.AfterFunc(ctx, func() {
-		cause := context.Cause(ctx)
-		x.Canceled(cause.Error(), leaseLost(cause))
-	})
+	stop := context.AfterFunc(ctx, func() { x.cancel(x.r.clock(), ctx, leaseLost) })
 	x.mu.Lock()
-	x.unwatch = stop
+	x.ctx, x.classify, x.unwatch = ctx, leaseLost, stop
 	x.mu.Unlock()
 }
 
+// cancel records the watched context's cancellation at at, once.
+func (x *Running) cancel(at int64, ctx context.Context, leaseLost func(error) bool) {
+	cause := context.Cause(ctx)
+	x.mu.Lock()
+	if x.canceled {
+		x.mu.Unlock()
+		return
+	}
+	x.canceled = true
+	x.mu.Unlock()
+	x.r.write(&event{Ev: evExecCancel, ID: x.id, At: at, Cause: cause.Error(), LeaseLost: leaseLost(cause)})
+}
+
 // Canceled records that the work's context was cancelled, with the cause's
-// text and whether it was a lost lease. Only the first counts.
+// text and whether it was a lost lease, for a caller that watches the
+// context itself. Only the first cancellation before End counts.
 func (x *Running) Canceled(cause string, leaseLost bool) {
 	at := x.r.clock()
 	x.mu.Lock()
@@ -175,10 +188,13 @@ func (x *Running) End(value []byte, err error) {
 		return
 	}
 	x.ended = true
-	unwatch := x.unwatch
+	ctx, classify, unwatch := x.ctx, x.classify, x.unwatch
 	x.mu.Unlock()
-	if unwatch != nil {
-		unwatch()
+	if unwatch != nil && !unwatch() {
+		// The watch had fired: the context ended before fn returned (fn
+		// may have returned because of it). Record it now should the
+		// watcher not have yet; this time is an upper bound.
+		x.cancel(at, ctx, classify)
 	}
 	ev := event{Ev: evExecEnd, ID: x.id, At: at, Failed: err != nil}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -243,5 +244,49 @@ func TestRecorderStopsAtTheFirstWriteError(t *testing.T) {
 	rec.Invoke("k", "f")
 	if err := rec.Err(); err == nil || err.Error() != "disk full" {
 		t.Fatalf("Err = %v, want disk full", err)
+	}
+}
+
+// fn often returns because its context was cancelled, and then End can
+// run before the watcher has written the cancellation down. The
+// cancellation came first, so it must be recorded all the same.
+func TestRecorderCancellationRacingEnd(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		n       int64
+		inClock = make(chan struct{})
+		release = make(chan struct{})
+	)
+	const watcherReading = 3 // Invoke, ExecStart, then the watcher
+	clock := func() int64 {
+		mu.Lock()
+		n++
+		me := n
+		mu.Unlock()
+		if me == watcherReading {
+			close(inClock)
+			<-release
+		}
+		return me
+	}
+	var buf bytes.Buffer
+	var bufMu sync.Mutex
+	rec := history.NewRecorder(&lockedWriter{mu: &bufMu, w: &buf}, "n", clock)
+	p := rec.Invoke("k", "f")
+	x := p.ExecStart("")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	x.Watch(ctx, func(cause error) bool { return errors.Is(cause, errLeaseLost) })
+	cancel(errLeaseLost)
+	<-inClock // the watcher has started and is held
+	x.End(nil, context.Canceled)
+	close(release)
+	p.Return(history.LeaseLost, nil, errLeaseLost)
+
+	bufMu.Lock()
+	h := decode(t, slices.Clone(buf.Bytes()))
+	bufMu.Unlock()
+	e := h.Execs[0]
+	if e.Canceled == 0 || !e.LeaseLost || e.Canceled > e.End {
+		t.Fatalf("execution %+v: want its lease-lost cancellation, no later than its end", e)
 	}
 }
