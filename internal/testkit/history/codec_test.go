@@ -39,6 +39,9 @@ func sample() *history.History {
 			{Key: "k3", At: 902, Expired: true, SQL: history.Stored{State: history.InProgress, Fingerprint: "f"}},
 		},
 	}
+	// A value longer than Decode's read buffer, in a line of its own.
+	big := []byte(strings.Repeat("0123456789abcdef", 20000))
+	h.Execs = append(h.Execs, history.Execution{ID: "n4/e1", Node: "n4", Key: "k5", Fingerprint: "f", Start: 300, End: 310, Value: big})
 	for o := history.Unknown; o <= history.OtherError; o++ {
 		id := "n3/c" + o.String()
 		c := history.Call{ID: id, Node: "n3", Key: "k4", Fingerprint: "f", Invoke: 200, Outcome: o, Err: "err " + o.String()}
