@@ -100,8 +100,11 @@ type Options struct {
 	// CancelGrace is how long a stale owner's work may run on after the
 	// key was taken over (or after its process resumed, when the nemesis
 	// had paused it) before its context must have been cancelled with a
-	// lost lease. Default 1 s: the Store notices a lapsed lease at its next
-	// renewal, which comes at once after a resume.
+	// lost lease. Default 1 s. The Store notices a lost lease at its next
+	// renewal: at once after a resume when the renewal timer was armed
+	// before the pause, but up to a third of the lease later when the
+	// pause fell between the claim and the arming. A grace under lease/3
+	// plus the deciding tier's timeout reports that window too.
 	CancelGrace time.Duration
 }
 

@@ -229,6 +229,22 @@ func TestStories(t *testing.T) {
 			want: []history.Kind{history.StaleOwner},
 		},
 		{
+			name: "the work runs again after a caller was told the key is finalised as not replayable",
+			h: history.History{
+				Calls: []history.Call{
+					call("a/c1", "f", 100, 102, history.Canceled, "", "a/e1"),
+					call("b/c1", "f", 200, 201, history.NotReplayable, "", ""),
+					call("c/c1", "f", 300, 320, history.FnFailed, "", "c/e1"),
+				},
+				Execs: []history.Execution{
+					run("a/e1", "a/c1", "f", 101, 110, "a very large body"),
+					failed(run("c/e1", "c/c1", "f", 301, 310, ""), "declined"),
+				},
+				Finals: []history.Final{final(completed("f", "\x00tombstone"), absent)},
+			},
+			want: []history.Kind{history.RerunAfterSuccess},
+		},
+		{
 			name: "Redis still holds a claim",
 			h: history.History{
 				Calls:  []history.Call{call("a/c1", "f", 100, 120, history.Executed, "v", "a/e1")},

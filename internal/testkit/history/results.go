@@ -157,7 +157,7 @@ func (kc *keyCheck) duplicates() {
 		}
 	}
 	for _, x := range kc.k.calls {
-		if kc.src[x] != nil && x.Return < kc.done {
+		if (kc.src[x] != nil || x.Outcome == NotReplayable) && x.Return < kc.done {
 			kc.done, kc.doneCall, kc.doneExec = x.Return, x, nil
 		}
 	}
