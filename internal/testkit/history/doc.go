@@ -53,9 +53,10 @@
 // Write before the method returns, so a process killed at any moment loses
 // at most the line it was writing; [Decode] drops such a last line and
 // counts it. Give each process its own stream (a file or a pipe, not a
-// buffered writer) and a node name of its own — a restarted process is a
-// new node — then [Merge] the decoded streams with the nemesis's faults and
-// the finals. The workload wraps each call:
+// buffered writer, and not one a restarted process appends to, which would
+// put the cut line in the middle) and a node name of its own — a restarted
+// process is a new node — then [Merge] the decoded streams with the
+// nemesis's faults and the finals. The workload wraps each call:
 //
 //	p := rec.Invoke(clientKey, fp)
 //	res, err := store.Do(ctx, key, fp, func(ctx context.Context) ([]byte, error) {
@@ -66,6 +67,15 @@
 //		return v, err
 //	})
 //	p.Return(outcomeOf(res, err), res.Value, err)
+//
+// outcomeOf maps Do's answer, errors first (callers that shared a failed
+// execution get Result.Replayed with the error): the caller's own context
+// error is Canceled; *tiered.PanicError is Panicked; tiered.ErrNotReplayable
+// NotReplayable; idem.ErrLeaseLost LeaseLost (also when fn's own error came
+// of a lease-lost cancellation: the Store wraps it); idem.ErrMismatch,
+// idem.ErrInFlight, idem.ErrUnavailable and tiered.ErrClosed their names;
+// the workload's own error FnFailed; anything else OtherError; no error,
+// Replayed or Executed by Result.Replayed.
 //
 // Values should differ per execution (embed its ID): the checker never
 // parses them, but it traces a replayed value to the execution that
@@ -108,13 +118,14 @@
 //     result SQL does not (a replay from Redis would answer what SQL never
 //     decided).
 //  7. [LeftClaimed]: no record is left in progress once every lease lapsed.
-//     A claim in Redis always has a TTL; a claim in SQL outlives its lease
-//     only when its owner died (the key's last call was cut short by a
-//     kill), and then only a retry takes it over. Anything else blocks the
-//     key until a retry and shows an owner that neither completed nor
-//     released. End a run with a quiet round that calls every key once
-//     more, after the faults cleared and the leases lapsed: then no claim
-//     may be left at all.
+//     A claim in Redis always has a TTL. A claim in SQL outlives its lease
+//     when its owner died, or failed and could not reach SQL to release
+//     it; only a retry takes it over, and until then the key answers
+//     in-flight. The check excuses a key whose last call died with its
+//     process (a kill); any other claim left fails it. So end a run with a
+//     quiet round that calls every key once more, after the faults cleared
+//     and the leases lapsed: each call takes a leftover claim over, and no
+//     claim may remain.
 //  8. [StaleOwner]: when another execution started while an earlier one
 //     still ran (or before its completion was accepted), the earlier owner
 //     lost the key and must be fenced: its completion refused, no caller
