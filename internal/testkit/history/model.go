@@ -138,7 +138,10 @@ type Call struct {
 	ID string
 	// Node is the process the call ran in.
 	Node string
-	// Key is the client key and Fingerprint the request's fingerprint.
+	// Key is the client key and Fingerprint the request's fingerprint. A
+	// workload that uses scopes writes the scope into Key too: the same
+	// client key in two scopes is two keys to idem, and must be to the
+	// checker.
 	Key, Fingerprint string
 	// Invoke is when Do was called; Return when it returned (0: Unknown).
 	Invoke, Return int64
