@@ -280,8 +280,9 @@ type Fault struct {
 	Kind FaultKind
 	// Node is the process it hit, "" for a shared service.
 	Node string
-	// Start and End bound it; End 0: it lasted to the end of the history
-	// (for ProcessKill, Start is the kill).
+	// Start and End bound it: record Start before injecting the fault and
+	// End after lifting it, so that the span covers it. End 0: it lasted
+	// to the end of the history (for ProcessKill, Start is the kill).
 	Start, End int64
 	Detail     string
 }
