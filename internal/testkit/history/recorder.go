@@ -127,7 +127,7 @@ type Running struct {
 	r  *Recorder
 	id string
 
-	mu       sync.Mutex // guards the fields below
+	mu       sync.Mutex // guards the fields below, and orders the cancellation's line before End's
 	canceled bool
 	ended    bool
 	ctx      context.Context // watched by Watch
@@ -140,8 +140,10 @@ func (x *Running) ID() string { return x.id }
 
 // Watch records the cancellation of the work's context ctx, should it come
 // before End, with its cause; leaseLost classifies the cause (the caller
-// knows idem.ErrLeaseLost, this package does not). End stops the watch,
-// so a context cancelled once fn returned is not recorded.
+// knows idem.ErrLeaseLost, this package does not); it may be called more
+// than once, on another goroutine. End stops the watch, so a context
+// cancelled once fn returned is not recorded, and one cancelled before is
+// written by the time End returns.
 func (x *Running) Watch(ctx context.Context, leaseLost func(cause error) bool) {
 	stop := context.AfterFunc(ctx, func() { x.cancel(x.r.clock(), ctx, leaseLost) })
 	x.mu.Lock()
@@ -149,32 +151,30 @@ func (x *Running) Watch(ctx context.Context, leaseLost func(cause error) bool) {
 	x.mu.Unlock()
 }
 
-// cancel records the watched context's cancellation at at, once.
+// cancel records the watched context's cancellation at at, once. The line
+// is written under x.mu, so that once End has returned it is written.
 func (x *Running) cancel(at int64, ctx context.Context, leaseLost func(error) bool) {
 	cause := context.Cause(ctx)
+	ev := event{Ev: evExecCancel, ID: x.id, At: at, Cause: cause.Error(), LeaseLost: leaseLost(cause)}
 	x.mu.Lock()
-	if x.canceled {
-		x.mu.Unlock()
-		return
+	defer x.mu.Unlock()
+	if !x.canceled {
+		x.canceled = true
+		x.r.write(&ev)
 	}
-	x.canceled = true
-	x.mu.Unlock()
-	x.r.write(&event{Ev: evExecCancel, ID: x.id, At: at, Cause: cause.Error(), LeaseLost: leaseLost(cause)})
 }
 
 // Canceled records that the work's context was cancelled, with the cause's
 // text and whether it was a lost lease, for a caller that watches the
 // context itself. Only the first cancellation before End counts.
 func (x *Running) Canceled(cause string, leaseLost bool) {
-	at := x.r.clock()
+	ev := event{Ev: evExecCancel, ID: x.id, At: x.r.clock(), Cause: cause, LeaseLost: leaseLost}
 	x.mu.Lock()
-	if x.canceled || x.ended {
-		x.mu.Unlock()
-		return
+	defer x.mu.Unlock()
+	if !x.canceled && !x.ended {
+		x.canceled = true
+		x.r.write(&ev)
 	}
-	x.canceled = true
-	x.mu.Unlock()
-	x.r.write(&event{Ev: evExecCancel, ID: x.id, At: at, Cause: cause, LeaseLost: leaseLost})
 }
 
 // End records that fn returned value and err; a panic is an error here

@@ -169,11 +169,9 @@ func TestRecorderWatchesTheWorkContext(t *testing.T) {
 	p := rec.Invoke("k", "f")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	x := p.ExecStart("tok")
-	recorded := make(chan struct{})
-	x.Watch(ctx, func(cause error) bool { defer close(recorded); return leaseLost(cause) })
+	x.Watch(ctx, leaseLost)
 	cancel(fmt.Errorf("renewal refused: %w", errLeaseLost))
-	<-recorded
-	x.End(nil, context.Canceled)
+	x.End(nil, context.Canceled) // once End returns, the cancellation is written
 	p.Return(history.LeaseLost, nil, errLeaseLost)
 
 	p2 := rec.Invoke("k", "f")
