@@ -20,6 +20,7 @@ const (
 	problemInFlight
 	problemMismatch
 	problemUnavailable
+	problemPending
 	problemNotReplayable
 	problemFailed
 )
@@ -32,6 +33,7 @@ var problemTypes = [...]struct{ typ, title, detail string }{
 	problemInFlight:      {ProblemInFlight, "Request in flight", "A request with this idempotency key is still being processed; retry later."},
 	problemMismatch:      {ProblemMismatch, "Idempotency key reused", "This idempotency key was used for a different request."},
 	problemUnavailable:   {ProblemUnavailable, "Idempotency store unavailable", "The request was not processed; retry later."},
+	problemPending:       {ProblemUnavailable, "Idempotency store unavailable", "The request was processed, but its response could not be stored yet; retry later to receive it."},
 	problemNotReplayable: {ProblemNotReplayable, "Response not replayable", "The request with this idempotency key was processed, but its response was streamed or too large to be stored."},
 	problemFailed:        {ProblemFailed, "Request failed", "The request could not be completed."},
 }
@@ -51,7 +53,7 @@ func (h *Handler) status(k problemKind) int {
 		return s.InFlight
 	case problemMismatch:
 		return s.Mismatch
-	case problemUnavailable:
+	case problemUnavailable, problemPending:
 		return s.Unavailable
 	case problemNotReplayable:
 		return s.NotReplayable
@@ -76,7 +78,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, k problemKind, s
 		}
 	case problemInFlight:
 		w.Header()["Retry-After"] = []string{h.c.retryAfter[0]}
-	case problemUnavailable:
+	case problemUnavailable, problemPending:
 		w.Header()["Retry-After"] = []string{h.c.retryAfter[1]}
 	}
 	h.c.errWriter(w, r, p)
@@ -104,8 +106,12 @@ func storeProblem(err error) problemKind {
 		return problemFailed
 	case errors.Is(err, idem.ErrMismatch):
 		return problemMismatch
-	case errors.Is(err, idem.ErrInFlight):
+	case errors.Is(err, idem.ErrInFlight), errors.Is(err, idem.ErrLeaseLost):
+		// Lease lost: the work ran here, but another owner took the key
+		// over; a retry gets that owner's answer.
 		return problemInFlight
+	case errors.Is(err, tiered.ErrPending):
+		return problemPending
 	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, tiered.ErrClosed):
 		return problemUnavailable
 	}

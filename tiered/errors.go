@@ -8,6 +8,16 @@ import (
 // ErrClosed is returned by calls on a closed Store.
 var ErrClosed = errors.New("tiered: store closed")
 
+// ErrPending is returned, with fn's value in Result.Value, when fn ran and
+// succeeded but the deciding tier has not accepted its result within half
+// the lease (an outage). It wraps idem.ErrUnavailable as well: the caller
+// has no stored result yet. The Store goes on completing in the background,
+// holding the lease, and a retry gets the result once it is stored — or
+// runs the work again if the tier refused it (another owner took over after
+// the lease and its grace: the one case in which fn can run twice while its
+// record lives).
+var ErrPending = errors.New("tiered: the work ran; its result is not stored yet")
+
 // ErrNotReplayable is returned for a key whose work ran once but whose
 // result was too large for the deciding tier to keep. The key is finalised
 // as a tombstone, so the work never runs again for it while the record

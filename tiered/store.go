@@ -129,11 +129,11 @@ type outcome struct {
 //
 // Do reports success only for a result the deciding tier has accepted.
 // When fn succeeded but the deciding tier cannot take the completion within
-// half the lease, Do returns fn's value in Result.Value with an error
-// wrapping idem.ErrUnavailable, and the Store goes on completing in the
-// background, holding the lease, until the tier accepts the result (a retry
-// then replays it), refuses the token (another owner took over: its result
-// stands), or the Store closes.
+// half the lease, Do returns fn's value in Result.Value with ErrPending
+// (which wraps idem.ErrUnavailable), and the Store goes on completing in
+// the background, holding the lease, until the tier accepts the result (a
+// retry then replays it), refuses the token (another owner took over: its
+// result stands), or the Store closes.
 func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Func) (Result, error) {
 	if s.closed.Load() {
 		return Result{}, ErrClosed

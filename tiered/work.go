@@ -86,7 +86,7 @@ func (c *call) finish(h *hold, val []byte, tier idem.Tier, took time.Duration) o
 		if !errors.Is(err, idem.ErrUnavailable) {
 			err = fmt.Errorf("%w: %w", idem.ErrUnavailable, err)
 		}
-		return outcome{result: Result{Value: val, Tier: tier}, err: fmt.Errorf("%w (the work ran; its result will be stored when the store answers, and a retry then gets it)", err)}
+		return outcome{result: Result{Value: val, Tier: tier}, err: fmt.Errorf("%w: %w", ErrPending, err)}
 	}
 	c.stored(h, stored, accepted)
 	c.observe(idem.EventNew, tier, took, nil)

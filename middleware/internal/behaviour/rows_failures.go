@@ -1,12 +1,17 @@
 package behaviour
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/faultlayer"
 	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/tiered"
 )
 
 func storeDown(t *testing.T, e *env) {
@@ -22,6 +27,38 @@ func storeDown(t *testing.T, e *env) {
 	s.sqlFaults.Up()
 	r = s.send(t, request{path: "/pay", key: k, body: payBody})
 	wantStatus(t, r, http.StatusCreated)
+	wantRuns(t, e, 1)
+}
+
+// completionPending: the handler ran, but SQL refuses its completion for
+// longer than half the lease. The leader's client gets 503 with Retry-After
+// — not the handler's 201, whose record could still be lost — and once SQL
+// takes the completion, which the Store keeps retrying while it holds the
+// lease, a retry replays the 201. The handler ran once.
+func completionPending(t *testing.T, e *env) {
+	s := e.start(t, nil, tiered.WithLease(400*time.Millisecond))
+	k := newKey()
+	s.sqlFaults.Fail(fmt.Errorf("%w: completion refused", idem.ErrUnavailable), faultlayer.Complete)
+	r := s.send(t, request{path: "/pay", key: k, body: payBody})
+	p := wantProblem(t, r, http.StatusServiceUnavailable, middleware.ProblemUnavailable)
+	if r.header.Get("Retry-After") == "" || !strings.Contains(p.Detail, "processed") {
+		t.Fatalf("pending completion answered %+v, Retry-After %q", p, r.header.Get("Retry-After"))
+	}
+	s.sqlFaults.Up()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = s.send(t, request{path: "/pay", key: k, body: payBody})
+		if r.status == http.StatusCreated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pending completion never landed: %d %q", r.status, r.body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(string(r.body), `"run":1`) {
+		t.Fatalf("the retry got %q, want the first run's response", r.body)
+	}
 	wantRuns(t, e, 1)
 }
 

@@ -28,6 +28,7 @@ var rows = []row{
 	{"mismatch", mismatch},
 	{"store down", storeDown},
 	{"redis down", redisDown},
+	{"completion pending", completionPending},
 	{"failures release the key", failuresRelease},
 	{"panic after the response began", latePanic},
 	{"flush is a tombstone", flushTombstone},
