@@ -39,14 +39,25 @@ const (
 	// fenced off: its work was not cancelled, its completion was accepted,
 	// or its caller was told success.
 	StaleOwner Kind = "stale-owner"
-	// Malformed (check 9): the history itself cannot be right.
+	// VanishedSuccess (check 9): an execution succeeded, yet its result was
+	// neither delivered, kept nor refused, and the key ran again: work
+	// that ran unguarded, or whose result the Store dropped.
+	VanishedSuccess Kind = "vanished-success"
+	// StaleReplay (check 10): a caller was replayed a result whose record
+	// had surely expired before it asked.
+	StaleReplay Kind = "stale-replay"
+	// OverlongWait (check 11): a caller that waited for another owner
+	// waited past the bound, with no fault to slow it.
+	OverlongWait Kind = "overlong-wait"
+	// Malformed (check 12): the history itself cannot be right.
 	Malformed Kind = "malformed-history"
 )
 
 // Kinds lists every kind in the order of the checks.
 var Kinds = []Kind{
 	DuplicateExecution, CorruptResult, ForeignResult, RefusedRetry, RerunAfterSuccess,
-	LostResult, SplitRecord, LeftClaimed, StaleOwner, Malformed,
+	LostResult, SplitRecord, LeftClaimed, StaleOwner, VanishedSuccess, StaleReplay,
+	OverlongWait, Malformed,
 }
 
 // Anomaly is one broken promise on one key: every instance of one kind on
@@ -106,7 +117,35 @@ type Options struct {
 	// pause fell between the claim and the arming. A grace under lease/3
 	// plus the deciding tier's timeout reports that window too.
 	CancelGrace time.Duration
+	// WaitBound bounds how long a call that waited for another owner may
+	// take (check 11): one that ended Replayed or InFlight without running
+	// its own execution must return within WaitBound of its invoke, unless
+	// a fault that can slow a tier (see Slowing) overlapped it. Set it to
+	// the Store's wait plus what its tiers may take on the way (a Redis and
+	// a SQL call before the wait, one of each after it, at their timeouts)
+	// plus slack for the machine. Zero turns the check off.
+	WaitBound time.Duration
+	// Slowing lists the fault kinds that may slow a waiting call past
+	// WaitBound: a fault of one of them on the call's node, or on a shared
+	// service (Node ""), excuses a call it overlapped or ended less than
+	// WaitBound before. Nil means DefaultSlowing.
+	Slowing []FaultKind
+	// Retention returns how long a completed record of key lives (the
+	// Store's retention for the route the key belongs to), or 0 when
+	// unknown. Check 10 judges replays against it; nil turns it off.
+	Retention func(key string) time.Duration
+	// ExpirySlack is added to a record's latest expiry before a replay is
+	// called stale (check 10). Default 1 s.
+	ExpirySlack time.Duration
 }
+
+// DefaultSlowing are the fault kinds that may slow a waiting call unless
+// Options.Slowing says otherwise: a Redis stopped, restarted or failing
+// over, Postgres backends killed or connections black-holed, and the
+// call's own process stopped. Slow work, a skewed clock, a failing or
+// panicking fn and slow completions do not: a duplicate's wait is bounded
+// whatever the owner does.
+var DefaultSlowing = []FaultKind{RedisPause, RedisRestart, SentinelFailover, PostgresKill, PostgresBlackhole, ProcessPause}
 
 // Report is what Check found.
 type Report struct {

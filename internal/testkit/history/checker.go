@@ -19,7 +19,11 @@ type span struct{ from, to int64 }
 type checker struct {
 	h          *History
 	grace      int64
-	first, end int64 // the first and last times the history mentions
+	waitBound  int64                          // 0: check 11 off
+	slowing    map[FaultKind]bool             // the kinds that excuse a long wait
+	retention  func(key string) time.Duration // nil: check 10 off
+	slack      int64                          // added to a record's expiry
+	first, end int64                          // the first and last times the history mentions
 
 	calls   map[string]*Call
 	execs   map[string]*Execution
@@ -50,14 +54,27 @@ func newChecker(h *History, o Options) *checker {
 	if grace <= 0 {
 		grace = time.Second
 	}
+	slack := o.ExpirySlack
+	if slack <= 0 {
+		slack = time.Second
+	}
+	slowing := o.Slowing
+	if slowing == nil {
+		slowing = DefaultSlowing
+	}
 	first, end := h.span()
 	c := &checker{
 		h: h, grace: int64(grace), first: first, end: end,
+		waitBound: int64(max(o.WaitBound, 0)), slowing: map[FaultKind]bool{},
+		retention: o.Retention, slack: int64(slack),
 		calls: make(map[string]*Call, len(h.Calls)), execs: make(map[string]*Execution, len(h.Execs)),
 		badCall: map[*Call]bool{}, badExec: map[*Execution]bool{},
 		byValue: make(map[string][]*Execution, len(h.Execs)), finals: make(map[string]*Final, len(h.Finals)),
 		pauses: map[string][]span{}, kills: map[string][]int64{},
 		keys: map[string]*keyData{},
+	}
+	for _, k := range slowing {
+		c.slowing[k] = true
 	}
 	c.faults = slices.Clone(h.Faults)
 	slices.SortStableFunc(c.faults, func(a, b Fault) int { return cmp.Compare(a.Start, b.Start) })

@@ -22,9 +22,10 @@
 // text, and — when this call's own fn ran — the [Execution] it ran.
 // Outcomes: Executed (success, fn ran here), Replayed (success, not run
 // here), Mismatch, InFlight, Unavailable, LeaseLost, FnFailed, Panicked,
-// Closed, Canceled (the caller gave up), NotReplayable, OtherError, and
-// Unknown when no return was recorded (the process was killed, or the
-// history ended).
+// Closed, Canceled (the caller gave up), NotReplayable, OtherError,
+// Rejected (refused before any claim: a request whose meaning the
+// fingerprint cannot pin down), and Unknown when no return was recorded
+// (the process was killed, or the history ended).
 //
 // An [Execution] is one run of fn: its process, its call, key and
 // fingerprint, the owner token when known, start and end, whether it failed
@@ -76,6 +77,13 @@
 // idem.ErrInFlight, idem.ErrUnavailable and tiered.ErrClosed their names;
 // the workload's own error FnFailed; anything else OtherError; no error,
 // Replayed or Executed by Result.Replayed.
+//
+// A workload whose callers are in another process than the Store — a
+// client of an HTTP service — records each request with InvokeOn in the
+// client, naming the serving process as the call's node, and sends the
+// call's ID with the request; the service's fn records its execution
+// with ExecFor and that ID. Once the streams are merged, the workload
+// marks the calls whose own execution ran (Executed, with Exec).
 //
 // Values should differ per execution (embed its ID): the checker never
 // parses them, but it traces a replayed value to the execution that
@@ -138,16 +146,32 @@
 //     fenced itself, and when it overlaps another, one of the two must.
 //     Users rely on the cancellation to stop a stale owner's side effects;
 //     fencing keeps its result out.
-//  9. [Malformed]: the record itself must be sane, or every other verdict
+//  9. [VanishedSuccess]: an execution that succeeded ends delivered,
+//     kept, fenced (its completion refused, its work cancelled for a lost
+//     lease) or killed with its process — or its completion is still
+//     pending. One the Store never decided, after which the key ran
+//     again, is a second side effect nobody guarded: a handler a framework
+//     ran after the Store had answered and released the key.
+//  10. [StaleReplay]: no caller is replayed a result whose record had
+//     surely expired before it asked (its acceptance plus the key's
+//     retention, Options.Retention, plus Options.ExpirySlack): a cache
+//     that outlives its record lets two instances answer one key
+//     differently once the key ran again.
+//  11. [OverlongWait]: a call that waited for another owner (Replayed or
+//     InFlight, without an execution of its own) returns within
+//     Options.WaitBound, unless a fault that can slow a tier
+//     (Options.Slowing) touched it: a duplicate obeys the Store's wait,
+//     in the owner's process as on any other.
+//  12. [Malformed]: the record itself must be sane, or every other verdict
 //     is suspect: IDs unique, returns after invokes, every Executed call
 //     naming an execution that exists in the same process for the same
 //     key and fingerprint, executions starting after their call.
 //
 // A key whose Final says Expired may legitimately run again after its
-// record expired: checks 1, 5 and 6 and the second half of 4 are skipped
-// for it, and stale owners are judged by overlap only. Without any Final
-// in the history, checks 6 and 7 are skipped; with some, every key needs
-// one.
+// record expired: checks 1, 5, 6 and 9 and the second half of 4 are
+// skipped for it, and stale owners are judged by overlap only. Without any
+// Final in the history, checks 6 and 7 are skipped; with some, every key
+// needs one. Checks 10 and 11 run only when their options are set.
 //
 // Check runs in about linear time and memory in the size of the history:
 // one sort by time, maps by ID and by value, and per key a sweep over its

@@ -30,7 +30,7 @@ type keyCheck struct {
 	doneExec *Execution
 }
 
-// checkKey runs checks 1 to 8 on one key, in an order where each uses
+// checkKey runs checks 1 to 11 on one key, in an order where each uses
 // what the earlier ones found.
 func (c *checker) checkKey(k *keyData) {
 	kc := &keyCheck{
@@ -53,5 +53,8 @@ func (c *checker) checkKey(k *keyData) {
 	kc.mismatches()
 	kc.order()
 	kc.finalState()
+	kc.vanished()
+	kc.staleReplays()
+	kc.waits()
 	kc.fs.flush()
 }

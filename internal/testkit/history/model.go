@@ -43,12 +43,18 @@ const (
 	NotReplayable
 	// OtherError: an error the recorder could not classify.
 	OtherError
+	// Rejected: the request was refused before any claim because the
+	// fingerprint cannot tell what it means (an HTTP 400 for a body that
+	// two readers would read differently, say); fn did not run. Unlike a
+	// Mismatch it says nothing of the key.
+	Rejected
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{
 	"unknown", "executed", "replayed", "mismatch", "in-flight", "unavailable",
 	"lease-lost", "fn-failed", "panicked", "closed", "canceled", "not-replayable", "other-error",
+	"rejected",
 }
 
 // String returns the outcome's name as it appears in the JSON lines.
@@ -272,6 +278,7 @@ const (
 	SlowWork          FaultKind = "slow-work"          // fn made slow
 	WorkPanic         FaultKind = "work-panic"         // fn made to panic
 	WorkError         FaultKind = "work-error"         // fn made to fail (a 5xx)
+	SlowCompletion    FaultKind = "slow-completion"    // the deciding tier slow to take completions
 )
 
 // Fault is one injected fault.

@@ -74,6 +74,29 @@ func (r *Recorder) Invoke(key, fingerprint string) *Pending {
 	return p
 }
 
+// InvokeOn is Invoke for a call that another process serves: a client
+// that records its requests to a service, whose process (node) runs the
+// work and records the executions with ExecFor. The call's ID is this
+// recorder's, its Node is node: the process whose pauses and kills
+// concern it.
+func (r *Recorder) InvokeOn(node, key, fingerprint string) *Pending {
+	p := &Pending{r: r, id: r.mint("c", &r.calls), key: key, fp: fingerprint}
+	r.write(&event{Ev: evInvoke, ID: p.id, Node: node, Key: key, FP: fingerprint, At: r.clock()})
+	return p
+}
+
+// ExecFor records that fn began to run for a call another process
+// recorded (see InvokeOn): call is that call's ID, as the request carried
+// it, and key and fingerprint are the call's as this process reads them.
+// token is the owner token if fn can know it, else "". The call's own
+// record cannot name the execution: the workload links the two once the
+// histories are merged (an Executed call needs its Exec).
+func (r *Recorder) ExecFor(call, key, fingerprint, token string) *Running {
+	x := &Running{r: r, id: r.mint("e", &r.execs)}
+	r.write(&event{Ev: evExecStart, ID: x.id, Node: r.node, Call: call, Key: key, FP: fingerprint, Token: token, At: r.clock()})
+	return x
+}
+
 // Pending is a call between Invoke and Return.
 type Pending struct {
 	r           *Recorder

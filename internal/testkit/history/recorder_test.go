@@ -288,3 +288,43 @@ func TestRecorderCancellationRacingEnd(t *testing.T) {
 		t.Fatalf("execution %+v: want its lease-lost cancellation, no later than its end", e)
 	}
 }
+
+// A client that records its requests to a service, and the service that
+// records its executions, in two processes: the client's recorder names
+// the serving process as the call's node, the service's names the call as
+// the request carried it, and the workload links an Executed call to its
+// execution once the two streams are merged.
+func TestRecorderAcrossProcesses(t *testing.T) {
+	var client, service bytes.Buffer
+	rc := history.NewRecorder(&client, "client", nil)
+	rs := history.NewRecorder(&service, "svc1", nil)
+
+	p := rc.InvokeOn("svc1", "k", "f")
+	x := rs.ExecFor(p.ID(), "k", "f", "")
+	x.End([]byte("v|"+x.ID()), nil)
+	x.Completion(history.CompletionAccepted)
+	p.Return(history.Replayed, []byte("v|"+x.ID()), nil) // the client cannot tell yet
+	q := rc.InvokeOn("svc1", "k", "f")
+	q.Return(history.Replayed, []byte("v|"+x.ID()), nil)
+
+	h := history.Merge(decode(t, client.Bytes()), decode(t, service.Bytes()))
+	if len(h.Calls) != 2 || len(h.Execs) != 1 || len(h.Problems) != 0 {
+		t.Fatalf("%d calls, %d executions, problems %v", len(h.Calls), len(h.Execs), h.Problems)
+	}
+	e := h.Execs[0]
+	if e.Node != "svc1" || e.Call != p.ID() {
+		t.Fatalf("execution %+v: want node svc1, call %s", e, p.ID())
+	}
+	for i := range h.Calls {
+		c := &h.Calls[i]
+		if c.Node != "svc1" {
+			t.Fatalf("call %s on node %q, want the serving process svc1", c.ID, c.Node)
+		}
+		if c.ID == e.Call { // the link the workload makes
+			c.Outcome, c.Exec = history.Executed, e.ID
+		}
+	}
+	if r := history.Check(h, history.Options{}); !r.OK() {
+		t.Fatalf("anomalies in a correct run: %v", r.Anomalies)
+	}
+}

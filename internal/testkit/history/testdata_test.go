@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem/internal/testkit/history"
 )
@@ -39,7 +41,7 @@ func TestHandWrittenHistories(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := history.Check(h, history.Options{CancelGrace: testGrace})
+			r := history.Check(h, optionsOf(t, path))
 			got := kindsOf(r)
 			if !slices.Equal(got, want) {
 				t.Errorf("kinds %v, want %v", got, want)
@@ -87,6 +89,43 @@ func wantKinds(t *testing.T, path string) []history.Kind {
 	}
 	t.Fatalf("%s has no '# want:' line", path)
 	return nil
+}
+
+// optionsOf reads the "# options:" line of a history, if any: name=value
+// pairs in the history's time steps (wait-bound, retention, which applies
+// to every key, and expiry-slack), over a cancel grace of testGrace.
+func optionsOf(t *testing.T, path string) history.Options {
+	t.Helper()
+	o := history.Options{CancelGrace: testGrace}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "# options:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			name, v, _ := strings.Cut(f, "=")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: option %q: %v", path, f, err)
+			}
+			d := time.Duration(n)
+			switch name {
+			case "wait-bound":
+				o.WaitBound = d
+			case "retention":
+				o.Retention = func(string) time.Duration { return d }
+			case "expiry-slack":
+				o.ExpirySlack = d
+			default:
+				t.Fatalf("%s: unknown option %q", path, name)
+			}
+		}
+	}
+	return o
 }
 
 // kindsOf returns the distinct kinds of a report's anomalies, sorted.
