@@ -15,6 +15,12 @@ import (
 // Store, layer, client, pool, proxy and server a test starts is stopped by
 // the end of that test.
 func TestMain(m *testing.M) {
+	// The soak runs its service instances as this binary again, with their
+	// configuration in the environment: such a process is a child of the
+	// soak, not a test run.
+	if cfg := os.Getenv(soakChildEnv); cfg != "" && soakChild != nil {
+		os.Exit(soakChild(cfg))
+	}
 	// go-redis logs each failed dial; the scenarios fail dials on purpose.
 	redis.SetLogger(quiet{})
 	// The property test's size, unless the command line or the environment
@@ -30,6 +36,12 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m)
 }
+
+// soakChildEnv holds a soak child's configuration; soakChild runs one
+// and returns its exit code (nil where the soak cannot run).
+const soakChildEnv = "IDEM_SOAK_CHILD"
+
+var soakChild func(config string) int
 
 type quiet struct{}
 

@@ -1,430 +1,247 @@
-//go:build soak
+//go:build unix
 
 package reliability_test
 
 import (
 	"context"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"runtime"
-	"sort"
-	"strings"
+	"path/filepath"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/stacktest"
 	"github.com/idemkit/idem/internal/testenv"
-	"github.com/idemkit/idem/redislayer"
-	"github.com/idemkit/idem/sqllayer"
-	"github.com/idemkit/idem/tiered"
+	"github.com/idemkit/idem/internal/testkit/history"
 )
 
-// soakTime is how long the soak runs: IDEM_SOAK_TIME, 60 s by default.
-func soakTime(t *testing.T) time.Duration {
-	v := os.Getenv("IDEM_SOAK_TIME")
-	if v == "" {
-		return time.Minute
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("IDEM_SOAK_TIME=%q: want a positive duration", v)
-	}
-	return d
+// soakSettings are the timings of one soak run, shared by the parent and
+// its children.
+type soakSettings struct {
+	dur  time.Duration // how long the load and the faults run
+	seed uint64        // draws the load and the faults' schedule
+
+	lease, wait              time.Duration
+	redisTimeout, sqlTimeout time.Duration
+	longRetention            time.Duration
+	shortRetention           time.Duration // below the local cache's TTL (1 min)
+	slow                     time.Duration // a slow handler's work
+	workers                  int
 }
 
-// soakNode is a node the soak closes itself, so that it can count what is
-// left afterwards.
-type soakNode struct {
-	store *tiered.Store
-	close func()
-}
-
-func newSoakNode(t *testing.T, b *backend, app string) *soakNode {
+// soakSettingsFrom reads IDEM_SOAK_TIME (how long; 8 s by default: the
+// short seed of make test) and IDEM_SOAK_SEED (1 by default).
+func soakSettingsFrom(t *testing.T) soakSettings {
 	t.Helper()
-	db := testenv.WithApplicationName(t, b.st.SQL, app).Open(t)
-	db.SetMaxOpenConns(4)
-	sl := sqllayer.New(db, sqllayer.WithRecordsTable(b.st.Records), sqllayer.WithEventsTable(b.st.Events), sqllayer.WithVersionsTable(b.st.Versions))
-	o := b.ropts
-	rc := redis.NewClient(&o)
-	rl := redislayer.New(rc, redislayer.WithPrefix(b.st.Prefix), redislayer.WithTimeout(redisTimeout))
-	s, err := tiered.New(tiered.WithSQL(sl), tiered.WithRedis(rl),
-		tiered.WithTimeouts(redisTimeout, sqlTimeout), tiered.WithLease(3*time.Second),
-		tiered.WithWait(5*time.Second), tiered.WithRedisFallback(3, 500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+	s := soakSettings{
+		dur: 8 * time.Second, seed: 1,
+		// A short lease, so that faults outlast it; timeouts that let a
+		// black hole fail a call well within it.
+		lease: 2 * time.Second, wait: 500 * time.Millisecond,
+		redisTimeout: 150 * time.Millisecond, sqlTimeout: time.Second,
+		longRetention: time.Hour, shortRetention: 2 * time.Second,
+		workers: 96,
 	}
-	var once sync.Once
-	n := &soakNode{store: s}
-	n.close = func() {
-		once.Do(func() {
-			_ = s.Close()
-			_ = rl.Close()
-			_ = rc.Close()
-			_ = db.Close()
-		})
-	}
-	t.Cleanup(n.close)
-	return n
-}
-
-// soakKey is one key of the soak and everything that happened to it.
-type soakKey struct {
-	key  idem.Key
-	fp   string
-	once bool
-
-	mu        sync.Mutex // guards the fields below
-	successes int        // runs of fn that returned success
-	value     []byte     // what the successful run returned
-	answers   int        // successful calls that got a value
-	bad       []string   // answers that were not the successful run's bytes
-}
-
-// soakStats counts what the callers saw.
-type soakStats struct {
-	calls, runs, replays, mismatches, fnErrors atomic.Int64
-	refused                                    atomic.Int64 // ErrMismatch for the key's own request
-	inFlight, unavailable, leaseLost, other    atomic.Int64
-	onceDuplicates                             atomic.Int64
-	mu                                         sync.Mutex
-	others                                     map[string]int
-}
-
-func (s *soakStats) classify(err error) {
-	switch {
-	case errors.Is(err, idem.ErrMismatch):
-		s.mismatches.Add(1)
-	case errors.Is(err, idem.ErrInFlight):
-		s.inFlight.Add(1)
-	case errors.Is(err, idem.ErrUnavailable):
-		s.unavailable.Add(1)
-	case errors.Is(err, idem.ErrLeaseLost):
-		s.leaseLost.Add(1)
-	case errors.Is(err, errBoom):
-		s.fnErrors.Add(1)
-	default:
-		s.other.Add(1)
-		s.mu.Lock()
-		s.others[err.Error()]++
-		s.mu.Unlock()
-	}
-}
-
-// pgConns counts the Postgres backends whose application name starts with
-// prefix.
-func pgConns(ctx context.Context, b *backend, prefix string) (int, error) {
-	var n int
-	err := b.admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE ?", prefix+"%").Scan(&n)
-	return n, err
-}
-
-// TestSoak runs mixed load — new keys, duplicates on every instance at
-// once, mismatches, Once consumers, failing functions — over three Stores
-// for IDEM_SOAK_TIME, restarting the test-owned redis-server (empty) at a
-// third of the time and terminating every Postgres backend of the Stores at
-// half of it. Then: no key's function succeeded twice, every successful run
-// is completed in SQL with its bytes, every caller that succeeded got those
-// bytes, no claim is left, no Redis key lives forever, and goroutines and
-// Postgres connections are back to their baseline once the Stores close.
-func TestSoak(t *testing.T) {
-	dur := soakTime(t)
-	b := ownedBackend(t)
-	ctx := context.Background()
-	appPrefix := testenv.Name("idemsoak")
-	baseGoroutines := runtime.NumGoroutine()
-	basePG, err := pgConns(ctx, b, appPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	nodes := make([]*soakNode, 3)
-	for i := range nodes {
-		nodes[i] = newSoakNode(t, b, fmt.Sprintf("%s_%d", appPrefix, i))
-	}
-
-	var (
-		stats  = soakStats{others: map[string]int{}}
-		keysMu sync.Mutex
-		keys   []*soakKey // every key, in order of creation
-		seq    atomic.Int64
-	)
-	newSoakKey := func(once bool) *soakKey {
-		k := &soakKey{key: idem.NewKey("soak", fmt.Sprintf("k%d", seq.Add(1))), fp: "fp-A", once: once}
-		keysMu.Lock()
-		keys = append(keys, k)
-		keysMu.Unlock()
-		return k
-	}
-	// recent picks one of the last 32 keys, so that duplicates land while
-	// the first call still runs as well as after it.
-	recent := func(r *rand.Rand, once bool) *soakKey {
-		keysMu.Lock()
-		defer keysMu.Unlock()
-		for range 8 {
-			if len(keys) == 0 {
-				break
-			}
-			k := keys[len(keys)-1-r.IntN(min(32, len(keys)))]
-			if k.once == once {
-				return k
-			}
+	if v := os.Getenv("IDEM_SOAK_TIME"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("IDEM_SOAK_TIME=%q: want a positive duration", v)
 		}
-		return nil
+		s.dur = d
 	}
-
-	fnFor := func(k *soakKey, fail bool) func(context.Context) ([]byte, error) {
-		return func(ctx context.Context) ([]byte, error) {
-			stats.runs.Add(1)
-			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // work takes a while, so duplicates overlap it
-			if fail {
-				return nil, errBoom
-			}
-			v := []byte(fmt.Sprintf("%s/%d", k.key.String(), stats.runs.Load()))
-			if k.once {
-				v = []byte{}
-			}
-			k.mu.Lock()
-			k.successes++
-			if k.successes == 1 {
-				k.value = v
-			}
-			k.mu.Unlock()
-			return v, nil
-		}
-	}
-	call := func(r *rand.Rand) {
-		stats.calls.Add(1)
-		n := nodes[r.IntN(len(nodes))].store
-		c, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		p := r.IntN(100)
-		fail := r.IntN(100) < 7
-		var k *soakKey
-		switch {
-		case p < 25: // a new operation
-			k = newSoakKey(false)
-		case p < 65: // a duplicate (often while the first still runs)
-			k = recent(r, false)
-		case p < 75: // a mismatch: a completed key reused for another request
-			if k = recent(r, false); k != nil {
-				k.mu.Lock()
-				done := k.successes > 0
-				k.mu.Unlock()
-				if done {
-					_, err := n.Do(c, k.key, "fp-B", func(context.Context) ([]byte, error) {
-						stats.runs.Add(1)
-						return nil, errors.New("a mismatching request ran")
-					})
-					if err == nil || !errors.Is(err, idem.ErrMismatch) {
-						t.Errorf("mismatching request for a completed key: %v, want ErrMismatch", err)
-					}
-					stats.classify(err)
-					return
-				}
-				k = nil
-			}
-		default: // a queue consumer: new messages and redeliveries
-			if p < 85 {
-				k = newSoakKey(true)
-			} else if k = recent(r, true); k == nil {
-				k = newSoakKey(true)
-			}
-			fn := fnFor(k, fail)
-			dup, err := n.Once(c, k.key, func(ctx context.Context) error { _, err := fn(ctx); return err })
-			if err != nil {
-				stats.classify(err)
-				return
-			}
-			if dup {
-				stats.onceDuplicates.Add(1)
-			}
-			k.mu.Lock()
-			k.answers++
-			if k.successes == 0 {
-				k.bad = append(k.bad, "Once succeeded with no successful run")
-			}
-			k.mu.Unlock()
-			return
-		}
-		if k == nil {
-			k = newSoakKey(false)
-		}
-		res, err := n.Do(c, k.key, k.fp, fnFor(k, fail))
-		if errors.Is(err, idem.ErrMismatch) {
-			stats.refused.Add(1) // this request is the key's own: never a mismatch
-			t.Errorf("key %v: its own request got %v", k.key, err)
-		}
+	if v := os.Getenv("IDEM_SOAK_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			stats.classify(err)
-			return
+			t.Fatalf("IDEM_SOAK_SEED=%q: %v", v, err)
 		}
-		if res.Replayed {
-			stats.replays.Add(1)
-		}
-		k.mu.Lock()
-		k.answers++
-		if string(res.Value) != string(k.value) {
-			k.bad = append(k.bad, fmt.Sprintf("got %q, the run returned %q", res.Value, k.value))
-		}
-		k.mu.Unlock()
+		s.seed = n
 	}
+	// Slow work lasts well past what a duplicate may wait for it.
+	s.slow = s.waitBound() + 1500*time.Millisecond
+	return s
+}
 
-	start := time.Now()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 12 {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				call(r)
-			}
-		})
-	}
-	var maxPG atomic.Int64
-	faults := make(chan string, 4)
-	wg.Go(func() { // the fault schedule
-		at := func(d time.Duration) bool {
-			t := time.NewTimer(time.Until(start.Add(d)))
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return true
-			case <-stop:
-				return false
-			}
-		}
-		if !at(dur / 3) {
-			return
-		}
-		b.srv.Restart()
-		faults <- fmt.Sprintf("%v: redis-server restarted empty", time.Since(start).Round(time.Millisecond))
-		if !at(dur / 2) {
-			return
-		}
-		n := 0
-		for i := range nodes {
-			n += testenv.TerminatePostgres(t, b.admin, fmt.Sprintf("%s_%d", appPrefix, i))
-		}
-		faults <- fmt.Sprintf("%v: %d Postgres backends terminated", time.Since(start).Round(time.Millisecond), n)
-	})
-	wg.Go(func() { // the connection high-water mark
-		for {
-			if n, err := pgConns(ctx, b, appPrefix); err == nil && int64(n) > maxPG.Load() {
-				maxPG.Store(int64(n))
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	})
-	time.Sleep(dur) // the load runs on the workers meanwhile
-	close(stop)
-	wg.Wait()
-	close(faults)
-	for f := range faults {
-		t.Log("fault: " + f)
-	}
+// waitBound is how long a call that waits for another owner may take:
+// the Store's wait, a Redis and a SQL call before it and after it, and
+// slack for a loaded machine.
+func (s soakSettings) waitBound() time.Duration {
+	return s.wait + 2*(s.redisTimeout+s.sqlTimeout) + 1500*time.Millisecond
+}
 
-	// Zero double runs; every success completed in SQL with its bytes.
-	rows, err := b.admin.QueryContext(ctx, "SELECT key_digest, state, result FROM "+b.st.Records)
+// checkOptions are the checker's options for this run's settings.
+func (s soakSettings) checkOptions() history.Options {
+	return history.Options{
+		// A stale owner notices at its next renewal (a third of the
+		// lease, one attempt of at most an eighth of it), plus slack.
+		CancelGrace: s.lease/3 + s.lease/8 + 1500*time.Millisecond,
+		WaitBound:   s.waitBound(),
+		Retention: func(key string) time.Duration {
+			if keyRoute(key) == routeShort {
+				return s.shortRetention
+			}
+			return s.longRetention
+		},
+		ExpirySlack: s.lease,
+	}
+}
+
+// keyRoute is the route of a key of the load: the short route's keys
+// start with "s".
+func keyRoute(key string) string {
+	if len(key) > 0 && key[0] == 's' {
+		return routeShort
+	}
+	return routeLong
+}
+
+var frameworks = []string{"gin", "echo", "chi"}
+
+// TestSoak runs the payments API on Gin, Echo and chi, one child process
+// each, over one Postgres (through a fault proxy) and one Redis under
+// Sentinel, drives it with real HTTP for IDEM_SOAK_TIME while the nemesis
+// injects every kind of fault, and records a history of every call, every
+// run of the handler and every fault. After the faults, once every lease
+// has lapsed, a quiet round calls every key once more; the stores are read
+// directly; the children stop; and the history is checked. Any anomaly
+// fails the test.
+func TestSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the soak runs for seconds of load")
+	}
+	set := soakSettingsFrom(t)
+	began := time.Now()
+	dir := t.TempDir()
+
+	pg := testenv.Postgres(t)
+	pgVia, proxy := testenv.PostgresViaProxy(t)
+	// database/sql opens connections on one goroutine, under no deadline
+	// of a call's: without a connect timeout, one connect the black hole
+	// swallows holds every later one of the pool, for ever.
+	pgVia.DSN += "&connect_timeout=1"
+	rs := testenv.StartRedisSentinel(t)
+	st := stacktest.On(t, "soak", &testenv.Redis{Options: rs.Servers()[0].Options()}, pg)
+	admin := st.DB(t)
+	apps := testenv.Name("idemsoak")
+
+	recFile, err := os.Create(filepath.Join(dir, "client.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := map[string]sqlRow{}
-	for rows.Next() {
-		var d, res []byte
-		var state int64
-		if err := rows.Scan(&d, &state, &res); err != nil {
-			t.Fatal(err)
-		}
-		stored[hex.EncodeToString(d)] = sqlRow{found: true, state: idem.State(state), result: res}
+	t.Cleanup(func() { _ = recFile.Close() })
+	rec := history.NewRecorder(recFile, "client", nil)
+
+	var procs []*proc
+	for _, fw := range frameworks {
+		node := fw + "1"
+		procs = append(procs, startProc(t, dir, childConfig{
+			Node: node, Framework: fw, History: filepath.Join(dir, node+".jsonl"),
+			DSN:           testenv.WithApplicationName(t, pgVia, apps+"_"+node).DSN,
+			SentinelAddrs: rs.SentinelAddrs(), MasterName: rs.MasterName(),
+			Prefix: st.Prefix, Records: st.Records, Events: st.Events, Versions: st.Versions,
+			Lease: set.lease, Wait: set.wait, RedisTimeout: set.redisTimeout, SQLTimeout: set.sqlTimeout,
+			LongRetention: set.longRetention, ShortRetention: set.shortRetention, Slow: set.slow,
+		}))
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	l := newLoad(rec, procs, set)
+	t.Cleanup(l.close)
+	n := &nemesis{t: t, set: set, rec: rec, rs: rs, admin: admin, proxy: proxy, apps: apps, procs: procs, load: l}
+
+	// The load and two of the nemesis's tracks run on goroutines of their
+	// own; the Redis track on this one. Whatever happens, they stop before
+	// the children are killed (cleanups run last registered first).
+	ctx, stop := context.WithCancel(context.Background())
+	var loadWG, tracks sync.WaitGroup
+	t.Cleanup(func() {
+		stop()
+		tracks.Wait()
+		loadWG.Wait()
+	})
+	start := time.Now()
+	loadWG.Go(func() { l.run(ctx, set.workers) })
+	if os.Getenv("IDEM_SOAK_NEMESIS") != "off" { // off: to tell the load's own trouble from the faults'
+		tracks.Go(func() { n.postgresTrack(ctx, start) })
+		tracks.Go(func() { n.processTrack(ctx, start) })
+		n.redisTrack(ctx, start)
+		tracks.Wait()
 	}
-	_ = rows.Close()
-	var doubles, lost, wrongAnswers, succeededKeys, answers int
-	for _, k := range keys {
-		if k.successes > 1 {
-			doubles++
-			t.Errorf("key %v: fn succeeded %d times", k.key, k.successes)
+	sleepCtx(ctx, time.Until(start.Add(set.dur)))
+	stop()
+	loadWG.Wait()
+	loaded := time.Since(start)
+	if err := n.err(); err != nil {
+		t.Errorf("nemesis: %v", err)
+	}
+
+	// Every fault is lifted (each track lifts its own); every lease, and
+	// its grace, lapses; then every key is called once more.
+	time.Sleep(set.lease + set.lease/4 + set.lease/2)
+	quiet := time.Now()
+	l.quiet(context.Background(), set.seed, 24)
+	quietTook := time.Since(quiet)
+
+	finals := readFinals(t, admin, st, rs, l.allKeys())
+	for _, p := range procs {
+		p.exit(t)
+	}
+	if err := rec.Err(); err != nil {
+		t.Fatalf("client recorder: %v", err)
+	}
+	files := []string{recFile.Name()}
+	for _, p := range procs {
+		files = append(files, p.history)
+	}
+	h := assemble(t, files, finals)
+	r := history.Check(h, set.checkOptions())
+	t.Logf("soak: seed %d, load %v (%d calls, %.0f/s), quiet round %v, wall %v\n%s",
+		set.seed, loaded.Round(time.Millisecond), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
+		quietTook.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), r.Summary)
+	told := map[history.Kind]int{}
+	for _, a := range r.Anomalies {
+		if told[a.Kind]++; told[a.Kind] <= 3 { // the first of each kind with the key's story
+			t.Errorf("anomaly: %s\n%s", describe(a), timeline(h, a.Key, 60))
+		} else {
+			t.Errorf("anomaly: %s", describe(a))
 		}
-		for _, bad := range k.bad {
-			wrongAnswers++
-			t.Errorf("key %v: %s", k.key, bad)
+	}
+	if dir := os.Getenv("IDEM_SOAK_KEEP"); dir != "" && len(r.Anomalies) > 0 {
+		keep(t, h, filepath.Join(dir, fmt.Sprintf("soak-%d-%s.jsonl", set.seed, time.Now().Format("150405"))))
+	}
+	if t.Failed() {
+		for _, p := range procs {
+			t.Logf("%s's log:\n%s", p.node, p.logTail())
 		}
-		answers += k.answers
-		if k.successes == 0 {
+	}
+	want := times(set.dur)
+	for _, k := range nemesisKinds {
+		if got := r.Summary.Faults[k]; got < want {
+			t.Errorf("%s injected %d times, want at least %d", k, got, want)
+		}
+	}
+}
+
+// nemesisKinds are the faults every run injects.
+var nemesisKinds = []history.FaultKind{
+	history.RedisPause, history.RedisFlush, history.RedisRestart, history.SentinelFailover,
+	history.PostgresKill, history.PostgresBlackhole, history.ProcessPause, history.ClockSkew,
+	history.SlowCompletion, history.SlowWork, history.WorkPanic, history.WorkError,
+}
+
+// describe renders an anomaly with the nemesis's faults around it (the
+// load's behaviours, which are faults of one request each, left out
+// unless they hit the anomaly's own calls).
+func describe(a history.Anomaly) string {
+	s := a.String()
+	var around []string
+	for _, f := range a.Faults {
+		if f.Kind == history.SlowWork || f.Kind == history.WorkError || f.Kind == history.WorkPanic {
 			continue
 		}
-		succeededKeys++
-		row := stored[k.key.Hex()]
-		if row.state != idem.StateCompleted || string(row.result) != string(k.value) {
-			lost++
-			t.Errorf("key %v: fn returned %q but SQL holds %+v", k.key, k.value, row)
-		}
+		around = append(around, fmt.Sprintf("%s@%s %s", f.Kind, f.Node, f.Detail))
 	}
-	inProgress := b.sqlCount(t, "state = 1")
-	immortal := b.keysWithoutTTL(t)
-
-	// Back to the baseline once the Stores close.
-	for _, n := range nodes {
-		n.close()
+	if len(around) > 0 {
+		s += fmt.Sprintf("\n  nemesis around it: %v", around)
 	}
-	var goroutines, conns int
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		goroutines = runtime.NumGoroutine()
-		conns, _ = pgConns(ctx, b, appPrefix)
-		if (goroutines <= baseGoroutines && conns <= basePG) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // goroutines and backends exit asynchronously
-	}
-
-	others := []string{}
-	for msg, n := range stats.others {
-		others = append(others, fmt.Sprintf("%dx %s", n, msg))
-	}
-	sort.Strings(others)
-	t.Logf(`soak over %v (3 stores, 12 workers):
-  calls          %d
-  executions     %d  (keys whose fn succeeded: %d of %d)
-  successes      %d  (replays %d, Once duplicates %d)
-  mismatches     %d  (own requests refused as mismatches: %d)
-  errors         in_flight=%d unavailable=%d lease_lost=%d fn_error=%d other=%d %s
-  double runs    %d
-  lost results   %d
-  wrong answers  %d
-  claims left    %d in progress; Redis keys without TTL: %d
-  goroutines     baseline %d, after close %d
-  pg connections baseline %d, high-water %d, after close %d`,
-		dur, stats.calls.Load(), stats.runs.Load(), succeededKeys, len(keys),
-		answers, stats.replays.Load(), stats.onceDuplicates.Load(), stats.mismatches.Load(), stats.refused.Load(),
-		stats.inFlight.Load(), stats.unavailable.Load(), stats.leaseLost.Load(), stats.fnErrors.Load(), stats.other.Load(), strings.Join(others, "; "),
-		doubles, lost, wrongAnswers, inProgress, len(immortal), baseGoroutines, goroutines, basePG, maxPG.Load(), conns)
-	if doubles > 0 || lost > 0 || wrongAnswers > 0 {
-		t.Fatalf("%d double runs, %d lost results, %d wrong answers", doubles, lost, wrongAnswers)
-	}
-	if inProgress > 0 || len(immortal) > 0 {
-		t.Fatalf("%d claims left in progress, Redis keys without TTL %v", inProgress, immortal)
-	}
-	if goroutines > baseGoroutines || conns > basePG {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("not back to baseline: goroutines %d > %d or connections %d > %d\n%s", goroutines, baseGoroutines, conns, basePG, buf[:runtime.Stack(buf, true)])
-	}
+	return s
 }

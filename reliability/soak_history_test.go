@@ -1,0 +1,313 @@
+//go:build unix
+
+package reliability_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/fingerprint"
+	"github.com/idemkit/idem/internal/stacktest"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/redislayer"
+)
+
+// maxSkew is the largest skew of a child's clock the nemesis sets.
+const maxSkew = 30 * time.Second
+
+// readFinals reads every key's record from SQL (the children's table,
+// directly) and from Redis (through a layer of its own), in the history's
+// terms: the response body the record holds, and the meaning of the
+// request whose fingerprint it is bound to.
+func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.RedisSentinel, keys []*soakKey) []history.Final {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type row struct {
+		state  int64
+		fp     []byte
+		result []byte
+	}
+	rows := map[string]row{}
+	q, err := admin.QueryContext(ctx, "SELECT key_digest, state, fingerprint, result FROM "+st.Records+" WHERE expires_at > clock_timestamp()")
+	if err != nil {
+		t.Fatalf("read the records: %v", err)
+	}
+	for q.Next() {
+		var d []byte
+		var r row
+		if err := q.Scan(&d, &r.state, &r.fp, &r.result); err != nil {
+			t.Fatalf("read the records: %v", err)
+		}
+		rows[string(d)] = r
+	}
+	if err := q.Err(); err != nil {
+		t.Fatalf("read the records: %v", err)
+	}
+	_ = q.Close()
+
+	reader := redislayer.New(rs.Client(t), redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(5*time.Second))
+	defer reader.Close()
+	fb := fingerprint.New()
+	at := time.Now().UnixNano()
+	finals := make([]history.Final, 0, len(keys))
+	for _, k := range keys {
+		key := idem.NewKey("", k.name)
+		fps := k.fingerprints(t, fb)
+		f := history.Final{Key: k.name, At: at, Expired: k.route == routeShort,
+			SQL: history.Stored{State: history.Absent}, Redis: history.Stored{State: history.Absent}}
+		d := key.Digest()
+		if r, ok := rows[string(d[:])]; ok {
+			f.SQL = stored(idem.State(r.state), string(r.fp), r.result, fps)
+		}
+		rec, err := reader.Get(ctx, key)
+		switch {
+		case errors.Is(err, idem.ErrNotFound):
+		case err != nil:
+			t.Fatalf("read %s from Redis: %v", k.name, err)
+		case !rec.Completed() && rec.LeaseUntil.Before(time.Unix(0, at).Add(maxSkew)):
+			// Redis keeps a claim for the retention and lets its lease
+			// lapse by a mark on its TTL: a claim whose lease has lapsed
+			// holds nothing, and the next Reserve takes it over. Its lease
+			// end was written by its owner's clock, which may have been
+			// skewed.
+		default:
+			f.Redis = stored(rec.State, rec.Fingerprint, rec.Result, fps)
+		}
+		finals = append(finals, f)
+	}
+	return finals
+}
+
+// fingerprints maps the fingerprint of each body sent with k, as the
+// middleware computes it, to the bodies' meanings.
+func (k *soakKey) fingerprints(t *testing.T, b *fingerprint.Builder) map[string][]string {
+	t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string][]string{}
+	for _, body := range k.bodies {
+		r := httptest.NewRequest(http.MethodPost, routePath(k.route), bytes.NewReader(body.raw))
+		r.Header.Set("Content-Type", "application/json")
+		fp, err := b.Request(r)
+		if err != nil {
+			continue // a body the middleware rejects has no record
+		}
+		out[fp] = append(out[fp], body.meaning)
+	}
+	return out
+}
+
+// stored turns a record into the history's terms. The fingerprint becomes
+// the meaning of the body it is the fingerprint of (of the one the stored
+// response says it answered, when the fingerprint does not tell two
+// bodies apart); the result becomes the response body it holds.
+func stored(state idem.State, fp string, result []byte, fps map[string][]string) history.Stored {
+	s := history.Stored{State: history.InProgress}
+	body, ok := responseBody(result)
+	if state == idem.StateCompleted {
+		s.State, s.Value = history.Completed, result
+		if ok {
+			s.Value = body
+		}
+	}
+	meanings := fps[fp]
+	switch {
+	case len(meanings) == 0:
+		s.Fingerprint = "fingerprint " + fp + ", of no body the client sent"
+	case len(meanings) == 1:
+		s.Fingerprint = meanings[0]
+	default:
+		s.Fingerprint = meanings[0]
+		var r receipt
+		if ok && json.Unmarshal(body, &r) == nil {
+			for _, m := range meanings {
+				if m == r.Meaning {
+					s.Fingerprint = m
+				}
+			}
+		}
+	}
+	return s
+}
+
+// responseBody returns the body of a response as the middleware stores it
+// (version 1: version, flags, status, header fields, body; see its
+// codec), or false for anything else.
+func responseBody(b []byte) ([]byte, bool) {
+	if len(b) < 4 || b[0] != 1 || b[1] != 0 {
+		return nil, false
+	}
+	rest := b[4:]
+	next := func() ([]byte, bool) {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || uint64(len(rest)-w) < n {
+			return nil, false
+		}
+		v := rest[w : w+int(n)]
+		rest = rest[w+int(n):]
+		return v, true
+	}
+	fields, w := binary.Uvarint(rest)
+	if w <= 0 {
+		return nil, false
+	}
+	rest = rest[w:]
+	for range 2 * fields {
+		if _, ok := next(); !ok {
+			return nil, false
+		}
+	}
+	body, ok := next()
+	return body, ok && len(rest) == 0
+}
+
+// assemble decodes the recorded files, merges them with the finals, and
+// links each call to its own execution.
+func assemble(t *testing.T, files []string, finals []history.Final) *history.History {
+	t.Helper()
+	var parts []*history.History
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := history.Decode(f)
+		_ = f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		parts = append(parts, h)
+	}
+	h := history.Merge(append(parts, &history.History{Finals: finals})...)
+	linkExecutions(h)
+	return h
+}
+
+// linkExecutions marks the calls whose own handler ran: the client
+// recorded a 201 as Replayed, not knowing whose run answered it; a call
+// an execution names, which had started by the call's return, ran it.
+// Such a call that succeeded is Executed; one answered in-flight was an
+// owner whose lease another took over (the middleware answers a lost
+// lease 409, as it does a duplicate that waited in vain).
+func linkExecutions(h *history.History) {
+	byCall := make(map[string]*history.Execution, len(h.Execs))
+	for i := range h.Execs {
+		e := &h.Execs[i]
+		if prev := byCall[e.Call]; prev == nil || e.Start > prev.Start {
+			byCall[e.Call] = e
+		}
+	}
+	for i := range h.Calls {
+		c := &h.Calls[i]
+		e := byCall[c.ID]
+		if e == nil || (c.Return != 0 && e.Start > c.Return) {
+			continue
+		}
+		c.Exec = e.ID
+		switch c.Outcome {
+		case history.Replayed:
+			c.Outcome = history.Executed
+		case history.InFlight:
+			c.Outcome = history.LeaseLost
+		}
+	}
+}
+
+// timeline renders what the history holds of key, in time order: at most
+// max lines, times relative to the key's first event.
+func timeline(h *history.History, key string, max int) string {
+	type line struct {
+		at   int64
+		text string
+	}
+	var lines []line
+	for _, c := range h.Calls {
+		if c.Key != key {
+			continue
+		}
+		lines = append(lines, line{c.Invoke, fmt.Sprintf("%s on %s invoked (fp %s)", c.ID, c.Node, c.Fingerprint)})
+		if c.Return != 0 {
+			lines = append(lines, line{c.Return, fmt.Sprintf("%s returned %s %.60q %s exec=%s", c.ID, c.Outcome, c.Value, c.Err, c.Exec)})
+		}
+	}
+	for _, e := range h.Execs {
+		if e.Key != key {
+			continue
+		}
+		lines = append(lines, line{e.Start, fmt.Sprintf("%s on %s started for %s", e.ID, e.Node, e.Call)})
+		if e.Canceled != 0 {
+			lines = append(lines, line{e.Canceled, fmt.Sprintf("%s cancelled: %s (lease lost %v)", e.ID, e.Cause, e.LeaseLost)})
+		}
+		if e.End != 0 {
+			lines = append(lines, line{e.End, fmt.Sprintf("%s ended failed=%v %s", e.ID, e.Failed, e.Err)})
+		}
+		if e.Completion != history.CompletionUnknown {
+			lines = append(lines, line{e.Completed, fmt.Sprintf("%s completion %s", e.ID, e.Completion)})
+		}
+	}
+	for _, f := range h.Finals {
+		if f.Key == key {
+			lines = append(lines, line{f.At, fmt.Sprintf("final: sql %s %.60q, redis %s %.60q, expired %v", f.SQL.State, f.SQL.Value, f.Redis.State, f.Redis.Value, f.Expired)})
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.at, b.at) })
+	if len(lines) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	first := lines[0].at
+	for i, l := range lines {
+		if i == max {
+			fmt.Fprintf(&b, "  … %d more\n", len(lines)-max)
+			break
+		}
+		var faults []string
+		for _, f := range h.Faults {
+			if f.Kind == history.SlowWork || f.Kind == history.WorkError || f.Kind == history.WorkPanic {
+				continue
+			}
+			if f.Start <= l.at && (f.End == 0 || f.End >= l.at) {
+				faults = append(faults, string(f.Kind)+"@"+f.Node)
+			}
+		}
+		fmt.Fprintf(&b, "  +%-8v %s", time.Duration(l.at-first).Round(time.Millisecond), l.text)
+		if len(faults) > 0 {
+			fmt.Fprintf(&b, "  [during %s]", strings.Join(faults, " "))
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// keep writes the merged history to path, for a look after the run.
+func keep(t *testing.T, h *history.History, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Errorf("keep the history: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := h.Encode(f); err != nil {
+		t.Errorf("keep the history: %v", err)
+		return
+	}
+	t.Logf("history kept in %s", path)
+}

@@ -1,0 +1,257 @@
+//go:build unix
+
+package reliability_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun"
+
+	"github.com/idemkit/idem/internal/faultproxy"
+	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/internal/testkit/history"
+)
+
+// nemesis injects the soak's faults, each recorded as a history Fault
+// whose span covers it (started before the fault, ended after it was
+// lifted). Three tracks run side by side, each one fault at a time on a
+// schedule drawn from the seed, so that every kind comes the same number
+// of times: Redis (pause, flush, restart, Sentinel failover), Postgres
+// (backends killed, connections black-holed) and the processes (an owner
+// paused past its lease, an application clock skewed, slow completions).
+// Slow, failing and panicking handlers are the load's behaviours.
+type nemesis struct {
+	t     *testing.T
+	set   soakSettings
+	rec   *history.Recorder
+	rs    *testenv.RedisSentinel
+	admin *bun.DB           // the database, directly
+	proxy *faultproxy.Proxy // in front of the database, for the children
+	apps  string            // the children's application_name prefix
+	procs []*proc
+	load  *load
+
+	mu   sync.Mutex // guards errs
+	errs []error
+}
+
+// times is how often each kind comes in a run of dur: once per 12 s, at
+// least once.
+func times(dur time.Duration) int { return max(1, int((dur+11*time.Second)/(12*time.Second))) }
+
+func (n *nemesis) fail(err error) {
+	if err == nil {
+		return
+	}
+	n.mu.Lock()
+	n.errs = append(n.errs, err)
+	n.mu.Unlock()
+}
+
+// schedule runs do for each fault of plan, the i-th at start + i*slot plus
+// a jitter within the first part of its slot, until ctx ends.
+func schedule(ctx context.Context, r *rand.Rand, start time.Time, dur time.Duration, plan []history.FaultKind, do func(i int, k history.FaultKind)) {
+	if len(plan) == 0 {
+		return
+	}
+	slot := dur / time.Duration(len(plan))
+	for i, k := range plan {
+		at := start.Add(time.Duration(i)*slot + time.Duration(r.Int64N(int64(slot/4)+1)))
+		sleepCtx(ctx, time.Until(at))
+		if ctx.Err() != nil {
+			return
+		}
+		do(i, k)
+	}
+}
+
+// repeat is n rounds of kinds, less those IDEM_SOAK_FAULTS leaves out
+// when it lists the only kinds to inject (to tell one fault's trouble
+// from another's).
+func repeat(n int, kinds ...history.FaultKind) []history.FaultKind {
+	only := os.Getenv("IDEM_SOAK_FAULTS")
+	var plan []history.FaultKind
+	for range n {
+		for _, k := range kinds {
+			if only == "" || slices.Contains(strings.Split(only, ","), string(k)) {
+				plan = append(plan, k)
+			}
+		}
+	}
+	return plan
+}
+
+// redisTrack runs on the test's goroutine: the Sentinel helpers fail the
+// test themselves when a server does not come back.
+func (n *nemesis) redisTrack(ctx context.Context, start time.Time) {
+	r := rand.New(rand.NewPCG(n.set.seed, 1))
+	plan := repeat(times(n.set.dur), history.SentinelFailover, history.RedisPause, history.RedisFlush, history.RedisRestart)
+	schedule(ctx, r, start, n.set.dur, plan, func(_ int, kind history.FaultKind) {
+		m := n.rs.Master(n.t)
+		switch kind {
+		case history.SentinelFailover:
+			f := n.rec.Fault(kind, "", "from "+m.Addr())
+			n.rs.Failover(n.t)
+			time.Sleep(time.Second) // the clients hear of the switch a moment later
+			f.End()
+		case history.RedisPause:
+			// Shorter than Sentinel's down-after: a pause, not a failover.
+			d := time.Duration(400+r.IntN(800)) * time.Millisecond
+			f := n.rec.Fault(kind, "", fmt.Sprintf("%s for %v", m.Addr(), d))
+			m.Pause()
+			time.Sleep(d)
+			m.Resume()
+			f.End()
+		case history.RedisFlush:
+			f := n.rec.Fault(kind, "", m.Addr())
+			n.fail(withRedis(m.Options(), func(c *redis.Client) error { return c.FlushAll(context.Background()).Err() }))
+			f.End()
+		case history.RedisRestart:
+			f := n.rec.Fault(kind, "", m.Addr())
+			m.Restart() // empty; with the arguments it first had
+			// It was master: it comes back master, as an operator restarts
+			// one (a server first started as a replica would not).
+			n.fail(withRedis(m.Options(), func(c *redis.Client) error {
+				return c.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err()
+			}))
+			f.End()
+		}
+	})
+}
+
+// withRedis runs fn on a client of its own to the server of o.
+func withRedis(o *redis.Options, fn func(*redis.Client) error) error {
+	o.MaxRetries = 2
+	c := redis.NewClient(o)
+	defer c.Close()
+	return fn(c)
+}
+
+// postgresTrack kills the children's backends and black-holes their
+// connections in turn.
+func (n *nemesis) postgresTrack(ctx context.Context, start time.Time) {
+	r := rand.New(rand.NewPCG(n.set.seed, 2))
+	plan := repeat(times(n.set.dur), history.PostgresKill, history.PostgresBlackhole)
+	schedule(ctx, r, start, n.set.dur, plan, func(_ int, kind history.FaultKind) {
+		switch kind {
+		case history.PostgresKill:
+			f := n.rec.Fault(kind, "", "application_name "+n.apps+"*")
+			kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var killed int
+			err := n.admin.NewRaw("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE ? AND pid <> pg_backend_pid()",
+				n.apps+"%").Scan(kctx, &killed)
+			cancel()
+			n.fail(err)
+			f.End()
+		case history.PostgresBlackhole:
+			// Sometimes longer than the lease: an owner cannot renew nor
+			// complete, and duplicates wait for it.
+			d := time.Duration(float64(n.set.lease) * (0.4 + 1.2*r.Float64()))
+			f := n.rec.Fault(kind, "", fmt.Sprintf("for %v", d.Round(time.Millisecond)))
+			n.proxy.BlackHole(true)
+			time.Sleep(d)
+			n.proxy.BlackHole(false)
+			f.End()
+		}
+	})
+}
+
+// processTrack pauses an owner past its lease, skews a child's clock and
+// slows a child's completions in turn, on each child by turns.
+func (n *nemesis) processTrack(ctx context.Context, start time.Time) {
+	r := rand.New(rand.NewPCG(n.set.seed, 3))
+	plan := repeat(times(n.set.dur), history.ProcessPause, history.ClockSkew, history.SlowCompletion)
+	hold := func() time.Duration { return time.Duration(float64(n.set.lease) * (0.75 + 0.75*r.Float64())) }
+	schedule(ctx, r, start, n.set.dur, plan, func(i int, kind history.FaultKind) {
+		p := n.procs[(i/3)%len(n.procs)]
+		switch kind {
+		case history.ProcessPause:
+			n.pauseOwner(ctx, r, p)
+		case history.ClockSkew:
+			d := maxSkew
+			if r.IntN(2) == 0 {
+				d = -d
+			}
+			f := n.rec.Fault(kind, p.node, d.String())
+			_, err := p.command(context.Background(), "POST", "/skew?d="+d.String())
+			n.fail(err)
+			time.Sleep(hold())
+			_, err = p.command(context.Background(), "POST", "/skew?d=0s")
+			n.fail(err)
+			f.End()
+		case history.SlowCompletion:
+			// From a sixteenth of the lease, which a completion survives,
+			// to past the SQL timeout, which none does.
+			lo, hi := n.set.lease/16, n.set.sqlTimeout+n.set.sqlTimeout/2
+			d := lo + time.Duration(r.Int64N(int64(hi-lo)))
+			f := n.rec.Fault(kind, p.node, d.Round(time.Millisecond).String())
+			_, err := p.command(context.Background(), "POST", "/slow-completions?d="+d.String())
+			n.fail(err)
+			time.Sleep(hold())
+			_, err = p.command(context.Background(), "POST", "/slow-completions?d=0s")
+			n.fail(err)
+			f.End()
+		}
+	})
+}
+
+// pauseOwner stops p while it runs an execution, for longer than the
+// lease: a request of its own, slow, is sent to p; once its handler runs,
+// p is stopped. Meanwhile its duplicates go to the other children, and
+// once the lease has lapsed one of them takes the key over. Then p
+// continues, and must find itself fenced.
+func (n *nemesis) pauseOwner(ctx context.Context, r *rand.Rand, p *proc) {
+	k := n.load.newKey(r, routeLong, "p")
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { n.load.call(context.WithoutCancel(ctx), k, 0, p, behaveSlow) })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok, err := p.running(ctx, k.name)
+		if err != nil || ok {
+			n.fail(err)
+			break
+		}
+		if time.Now().After(deadline) {
+			n.fail(fmt.Errorf("nemesis: the owner's handler on %s did not start within 5s", p.node))
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // until the child's handler has started
+	}
+	d := time.Duration(float64(n.set.lease) * (1.5 + 0.5*r.Float64()))
+	f := n.rec.Fault(history.ProcessPause, p.node, fmt.Sprintf("for %v, owning %s", d.Round(time.Millisecond), k.name))
+	if err := p.pause(); err != nil {
+		n.fail(err)
+		f.End()
+		return
+	}
+	until := time.Now().Add(d)
+	// Duplicates on the other children, from when the lease may lapse.
+	time.Sleep(n.set.lease + n.set.lease/4)
+	for time.Now().Before(until) {
+		other := n.procs[r.IntN(len(n.procs))]
+		if other != p {
+			wg.Go(func() { n.load.call(context.WithoutCancel(ctx), k, 0, other, behaveOK) })
+		}
+		time.Sleep(min(300*time.Millisecond, time.Until(until)))
+	}
+	n.fail(p.resume())
+	f.End()
+}
+
+// err returns what went wrong in the tracks.
+func (n *nemesis) err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return errors.Join(n.errs...)
+}

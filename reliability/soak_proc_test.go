@@ -1,0 +1,185 @@
+//go:build unix
+
+package reliability_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a soak child seen from the parent: the process, its addresses,
+// and the files it writes.
+type proc struct {
+	node      string
+	framework string
+	history   string // its history file
+	log       string // its stderr
+	api       string // host:port of the payments API
+	admin     string // host:port of the admin commands
+
+	paused atomic.Bool // stopped by the nemesis: the load routes around it
+
+	cmd   *exec.Cmd
+	stdin io.WriteCloser // closing it tells the child the parent is gone
+	done  chan struct{}  // closed once the process is reaped
+	err   error          // Wait's, once done
+	ctl   *http.Client
+}
+
+// startProc starts a child with cfg and waits until it serves. The child
+// is killed when the test ends, whatever happens.
+func startProc(t *testing.T, dir string, cfg childConfig) *proc {
+	t.Helper()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{node: cfg.Node, framework: cfg.Framework, history: cfg.History,
+		log: filepath.Join(dir, cfg.Node+".log"), done: make(chan struct{}),
+		ctl: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	out := filepath.Join(dir, cfg.Node+".out")
+	stdout, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	p.cmd = exec.Command(os.Args[0])
+	p.cmd.Env = append(os.Environ(), soakChildEnv+"="+string(raw))
+	p.cmd.Stdout, p.cmd.Stderr = stdout, stderr
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start child %s: %v", cfg.Node, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.kill)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(out)
+		if line, _, ok := bytes.Cut(b, []byte("\n")); ok {
+			if _, err := fmt.Sscanf(string(line), childReady, &p.api, &p.admin); err != nil {
+				t.Fatalf("child %s: %q: %v", cfg.Node, line, err)
+			}
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("child %s exited before it served: %v\n%s", cfg.Node, p.err, p.logTail())
+		case <-time.After(20 * time.Millisecond): // the child is starting
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %s did not serve within a minute\n%s", cfg.Node, p.logTail())
+		}
+	}
+}
+
+// kill ends the child at once (SIGKILL ends a stopped process too) and
+// reaps it. It is the cleanup of every child, on every path.
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	_ = p.stdin.Close()
+	p.ctl.CloseIdleConnections()
+}
+
+// pause stops the child (SIGSTOP): its connections stay open and nothing
+// in it runs, as in a long GC pause or a frozen VM.
+func (p *proc) pause() error {
+	p.paused.Store(true)
+	return p.cmd.Process.Signal(syscall.SIGSTOP)
+}
+
+// resume continues a paused child (SIGCONT).
+func (p *proc) resume() error {
+	err := p.cmd.Process.Signal(syscall.SIGCONT)
+	p.paused.Store(false)
+	return err
+}
+
+// command sends an admin command and returns its answer.
+func (p *proc) command(ctx context.Context, method, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+p.admin+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.ctl.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s on %s: %w", method, path, p.node, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode >= 300 {
+		err = fmt.Errorf("%s %s on %s: %s: %s", method, path, p.node, resp.Status, b)
+	}
+	return b, err
+}
+
+// running reports whether a handler for key runs in the child now.
+func (p *proc) running(ctx context.Context, key string) (bool, error) {
+	b, err := p.command(ctx, http.MethodGet, "/running")
+	if err != nil {
+		return false, err
+	}
+	var keys []string
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return false, err
+	}
+	return slices.Contains(keys, key), nil
+}
+
+// exit tells the child to stop, and waits until it has: its history file
+// is then complete. A child that exits with an error (a race report
+// under -race, a history it could not write) fails the test.
+func (p *proc) exit(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.command(ctx, http.MethodPost, "/exit"); err != nil {
+		t.Errorf("child %s: %v", p.node, err)
+		p.kill()
+	}
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Errorf("child %s did not exit within a minute", p.node)
+		p.kill()
+	}
+	if p.err != nil {
+		t.Errorf("child %s: %v\n%s", p.node, p.err, p.logTail())
+	}
+}
+
+// logTail returns the end of the child's stderr.
+func (p *proc) logTail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return strings.TrimSpace(string(b))
+}
