@@ -3,13 +3,15 @@ package middleware
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
 	"github.com/idemkit/idem/tiered"
 )
 
-// problemKind names one of the middleware's own answers.
+// problemKind names one of the middleware's own answers: an index into
+// problems.
 type problemKind uint8
 
 const (
@@ -25,41 +27,47 @@ const (
 	problemFailed
 )
 
-var problemTypes = [...]struct{ typ, title, detail string }{
-	problemKeyMissing:    {ProblemKeyMissing, "Idempotency key missing", "This request must carry an idempotency key."},
-	problemKeyMalformed:  {ProblemKeyMalformed, "Idempotency key malformed", ""},
-	problemBodyInvalid:   {ProblemBodyInvalid, "Request body invalid", ""},
-	problemBodyTooLarge:  {ProblemBodyTooLarge, "Request body too large", ""},
-	problemInFlight:      {ProblemInFlight, "Request in flight", "A request with this idempotency key is still being processed; retry later."},
-	problemMismatch:      {ProblemMismatch, "Idempotency key reused", "This idempotency key was used for a different request."},
-	problemUnavailable:   {ProblemUnavailable, "Idempotency store unavailable", "The request was not processed; retry later."},
-	problemPending:       {ProblemUnavailable, "Idempotency store unavailable", "The request was processed, but its response could not be stored yet; retry later to receive it."},
-	problemNotReplayable: {ProblemNotReplayable, "Response not replayable", "The request with this idempotency key was processed, but its response was streamed or too large to be stored."},
-	problemFailed:        {ProblemFailed, "Request failed", "The request could not be completed."},
+// problemSpec is everything about one kind of answer: adding a problem is
+// one row here (and, for a new status, a field of Statuses).
+type problemSpec struct {
+	typ, title string
+	// detail is the fixed explanation; with fromErr the error's own text
+	// (which describes the client's input) replaces it.
+	detail  string
+	fromErr bool
+	// status is the field of Statuses that sets the answer's status, and
+	// def its default.
+	status func(*Statuses) *int
+	def    int
+	// retry is the index of the Retry-After value in config.retryAfter, or
+	// -1 for none.
+	retry int
 }
 
-func (h *Handler) status(k problemKind) int {
-	s := &h.c.statuses
-	switch k {
-	case problemKeyMissing:
-		return s.KeyMissing
-	case problemKeyMalformed:
-		return s.KeyMalformed
-	case problemBodyInvalid:
-		return s.BodyInvalid
-	case problemBodyTooLarge:
-		return s.BodyTooLarge
-	case problemInFlight:
-		return s.InFlight
-	case problemMismatch:
-		return s.Mismatch
-	case problemUnavailable, problemPending:
-		return s.Unavailable
-	case problemNotReplayable:
-		return s.NotReplayable
-	}
-	return s.Failed
+var problems = [...]problemSpec{
+	problemKeyMissing: {ProblemKeyMissing, "Idempotency key missing", "This request must carry an idempotency key.", false,
+		func(s *Statuses) *int { return &s.KeyMissing }, http.StatusBadRequest, -1},
+	problemKeyMalformed: {ProblemKeyMalformed, "Idempotency key malformed", "", true,
+		func(s *Statuses) *int { return &s.KeyMalformed }, http.StatusBadRequest, -1},
+	problemBodyInvalid: {ProblemBodyInvalid, "Request body invalid", "", true,
+		func(s *Statuses) *int { return &s.BodyInvalid }, http.StatusBadRequest, -1},
+	problemBodyTooLarge: {ProblemBodyTooLarge, "Request body too large", "", true,
+		func(s *Statuses) *int { return &s.BodyTooLarge }, http.StatusRequestEntityTooLarge, -1},
+	problemInFlight: {ProblemInFlight, "Request in flight", "A request with this idempotency key is still being processed; retry later.", false,
+		func(s *Statuses) *int { return &s.InFlight }, http.StatusConflict, 0},
+	problemMismatch: {ProblemMismatch, "Idempotency key reused", "This idempotency key was used for a different request.", false,
+		func(s *Statuses) *int { return &s.Mismatch }, http.StatusUnprocessableEntity, -1},
+	problemUnavailable: {ProblemUnavailable, "Idempotency store unavailable", "The request was not processed; retry later.", false,
+		func(s *Statuses) *int { return &s.Unavailable }, http.StatusServiceUnavailable, 1},
+	problemPending: {ProblemUnavailable, "Idempotency store unavailable", "The request was processed, but its response could not be stored yet; retry later to receive it.", false,
+		func(s *Statuses) *int { return &s.Unavailable }, http.StatusServiceUnavailable, 1},
+	problemNotReplayable: {ProblemNotReplayable, "Response not replayable", "The request with this idempotency key was processed, but its response was streamed or too large to be stored.", false,
+		func(s *Statuses) *int { return &s.NotReplayable }, http.StatusConflict, -1},
+	problemFailed: {ProblemFailed, "Request failed", "The request could not be completed.", false,
+		func(s *Statuses) *int { return &s.Failed }, http.StatusInternalServerError, -1},
 }
+
+func (h *Handler) status(k problemKind) int { return *problems[k].status(&h.c.statuses) }
 
 // fail answers the problem k caused by err.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, k problemKind, err error) {
@@ -67,21 +75,37 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, k problemKind, er
 }
 
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, k problemKind, status, original int, err error) {
-	t := problemTypes[k]
-	p := Problem{Type: t.typ, Title: t.title, Status: status, Detail: t.detail, OriginalStatus: original, Err: err}
-	switch k {
-	case problemKeyMalformed, problemBodyInvalid, problemBodyTooLarge:
-		// Our own and the fingerprint's messages describe the input,
-		// never echo the key, and carry no infrastructure detail.
-		if err != nil {
-			p.Detail = err.Error()
-		}
-	case problemInFlight:
-		w.Header()["Retry-After"] = []string{h.c.retryAfter[0]}
-	case problemUnavailable, problemPending:
-		w.Header()["Retry-After"] = []string{h.c.retryAfter[1]}
+	spec := &problems[k]
+	p := Problem{Type: spec.typ, Title: spec.title, Status: status, Detail: spec.detail, OriginalStatus: original, Err: err}
+	if spec.fromErr && err != nil {
+		// Our own and the fingerprint's messages describe the input, never
+		// echo the key, and carry no infrastructure detail.
+		p.Detail = clientText(err)
+	}
+	if spec.retry >= 0 {
+		w.Header()["Retry-After"] = []string{h.c.retryAfter[spec.retry]}
 	}
 	h.c.errWriter(w, r, p)
+}
+
+// clientText turns an error about the client's input into a sentence for
+// the client: without the Go package prefixes of the error chain
+// ("middleware: ", "fingerprint: "), capitalised, ending with a period.
+func clientText(err error) string {
+	s := err.Error()
+	for _, prefix := range [...]string{"middleware: ", "fingerprint: ", "idem: "} {
+		s = strings.ReplaceAll(s, prefix, "")
+	}
+	if s == "" {
+		return s
+	}
+	if c := s[0]; 'a' <= c && c <= 'z' {
+		s = string(c-'a'+'A') + s[1:]
+	}
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
 }
 
 // fingerprintProblem classifies an error of Builder.RequestBody.

@@ -177,3 +177,39 @@ func TestOptionsKeepDefaults(t *testing.T) {
 		t.Fatalf("retry after %q", c.retryAfter)
 	}
 }
+
+// The details of problems about the client's input read as sentences for
+// the client: no Go package prefixes.
+func TestProblemDetailsForClients(t *testing.T) {
+	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for _, c := range []struct {
+		name, key, body string
+		typ             string
+	}{
+		{"malformed key", strings.Repeat("k", 300), `{}`, ProblemKeyMalformed},
+		{"broken JSON", "k1", `{"amount":`, ProblemBodyInvalid},
+		{"duplicate member", "k2", `{"a":1,"a":2}`, ProblemBodyInvalid},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", c.key)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			p := problemOf(t, rec)
+			if p.Type != c.typ || p.Detail == "" {
+				t.Fatalf("problem %+v", p)
+			}
+			for _, prefix := range []string{"middleware:", "fingerprint:", "idem:"} {
+				if strings.Contains(p.Detail, prefix) {
+					t.Fatalf("detail %q carries %q", p.Detail, prefix)
+				}
+			}
+			if d := p.Detail; d[0] < 'A' || d[0] > 'Z' || !strings.HasSuffix(d, ".") {
+				t.Fatalf("detail %q is not a sentence", d)
+			}
+		})
+	}
+}

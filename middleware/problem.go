@@ -101,36 +101,19 @@ type Statuses struct {
 // DefaultStatuses returns the default codes, those of the IETF draft on the
 // Idempotency-Key header where it names one.
 func DefaultStatuses() Statuses {
-	return Statuses{
-		KeyMissing:    http.StatusBadRequest,
-		KeyMalformed:  http.StatusBadRequest,
-		BodyInvalid:   http.StatusBadRequest,
-		BodyTooLarge:  http.StatusRequestEntityTooLarge,
-		InFlight:      http.StatusConflict,
-		Mismatch:      http.StatusUnprocessableEntity,
-		Unavailable:   http.StatusServiceUnavailable,
-		NotReplayable: http.StatusConflict,
-		Failed:        http.StatusInternalServerError,
+	var s Statuses
+	for i := range problems {
+		*problems[i].status(&s) = problems[i].def
 	}
+	return s
 }
 
 // merge returns s with every unusable field taken from d.
 func (s Statuses) merge(d Statuses) Statuses {
-	pick := func(v, def int) int {
-		if v < 100 || v > 599 {
-			return def
+	for i := range problems {
+		if v := problems[i].status(&s); *v < 100 || *v > 599 {
+			*v = *problems[i].status(&d)
 		}
-		return v
 	}
-	return Statuses{
-		KeyMissing:    pick(s.KeyMissing, d.KeyMissing),
-		KeyMalformed:  pick(s.KeyMalformed, d.KeyMalformed),
-		BodyInvalid:   pick(s.BodyInvalid, d.BodyInvalid),
-		BodyTooLarge:  pick(s.BodyTooLarge, d.BodyTooLarge),
-		InFlight:      pick(s.InFlight, d.InFlight),
-		Mismatch:      pick(s.Mismatch, d.Mismatch),
-		Unavailable:   pick(s.Unavailable, d.Unavailable),
-		NotReplayable: pick(s.NotReplayable, d.NotReplayable),
-		Failed:        pick(s.Failed, d.Failed),
-	}
+	return s
 }
