@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -310,4 +311,26 @@ func keep(t *testing.T, h *history.History, path string) {
 		return
 	}
 	t.Logf("history kept in %s", path)
+}
+
+// otherErrors lists the n commonest error texts of the calls that ended
+// with an error the client could not classify, with their counts.
+func otherErrors(h *history.History, n int) string {
+	count := map[string]int{}
+	for _, c := range h.Calls {
+		if c.Outcome == history.OtherError {
+			e := c.Err
+			if i := strings.LastIndex(e, ": "); i >= 0 { // drop addresses and ports
+				e = e[i+2:]
+			}
+			count[e]++
+		}
+	}
+	texts := slices.Collect(maps.Keys(count))
+	slices.SortFunc(texts, func(a, b string) int { return cmp.Or(cmp.Compare(count[b], count[a]), strings.Compare(a, b)) })
+	var parts []string
+	for _, e := range texts[:min(n, len(texts))] {
+		parts = append(parts, fmt.Sprintf("%dx %q", count[e], e))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -249,9 +249,9 @@ func (l *load) send(ctx context.Context, k *soakKey, body soakBody, p *proc, b b
 		case middleware.ProblemBodyInvalid:
 			return history.Rejected, nil, err
 		case middleware.ProblemFailed:
-			if faultOf(b) == history.WorkPanic {
-				return history.Panicked, nil, err
-			}
+			// The handler panicked: this request's, or the one it joined
+			// in its process.
+			return history.Panicked, nil, err
 		}
 		return history.OtherError, nil, err
 	}

@@ -197,6 +197,9 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: seed %d, load %v (%d calls, %.0f/s), quiet round %v, wall %v\n%s",
 		set.seed, loaded.Round(time.Millisecond), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
 		quietTook.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), r.Summary)
+	if others := otherErrors(h, 5); others != "" {
+		t.Logf("the commonest other errors: %s", others)
+	}
 	told := map[history.Kind]int{}
 	for _, a := range r.Anomalies {
 		if told[a.Kind]++; told[a.Kind] <= 3 { // the first of each kind with the key's story
