@@ -3,6 +3,7 @@
 package reliability_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -137,61 +138,107 @@ func (a *api) track(key string, d int) {
 	}
 }
 
-// charge is the route's handler, the same on every framework.
+// charge is the route's handler on net/http (chi, and Echo through
+// echo.WrapHandler): it reads the body from the request.
 func (a *api) charge(route string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		call := r.Header.Get(hdrCall)
-		key, _ := middleware.ParseKey(r.Header.Values(middleware.DefaultKeyHeader))
 		body, err := io.ReadAll(r.Body)
-		fp, merr := meaning(route, body)
-		if err != nil || merr != nil {
+		if err != nil {
 			http.Error(w, errBadRequest.Error(), http.StatusBadRequest)
 			return
 		}
-		ctx := r.Context()
-		x := a.rec.ExecFor(call, key, fp, "")
-		s := slotOf(ctx)
-		s.started(x)
-		defer s.ended()
-		x.Watch(ctx, func(cause error) bool { return errors.Is(cause, idem.ErrLeaseLost) })
-		a.track(key, 1)
-		defer a.track(key, -1)
+		a.serve(route, w, r, body)
+	}
+}
 
-		v, _ := json.Marshal(receipt{Exec: x.ID(), Call: call, Key: key, Meaning: fp})
-		switch behaviour(r.Header.Get(hdrBehaviour)) {
-		case behaveSlow:
-			t := time.NewTimer(a.slow)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done(): // the lease was lost: stop, as real work should
-				err := fmt.Errorf("%w: %w", errWorkEnded, context.Cause(ctx))
-				x.End(nil, err)
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+// ginCharge is the route's handler on Gin. It reads the body as Gin
+// handlers do that bind it more than once (c.ShouldBindBodyWith): from
+// the copy kept in the context, by ginAudit here, else from the request.
+func (a *api) ginCharge(route string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		var body []byte
+		if cb, ok := c.Get(gin.BodyBytesKey); ok {
+			body, _ = cb.([]byte)
+		}
+		if body == nil {
+			var err error
+			if body, err = io.ReadAll(c.Request.Body); err != nil {
+				c.String(http.StatusBadRequest, errBadRequest.Error())
 				return
 			}
-		case behaveFail:
-			x.End(v, errProvider)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadGateway)
-			_, _ = w.Write(v)
-			return
-		case behavePanic:
-			x.End(nil, errPanic)
-			panic(errPanic)
-		case behavePanicLate:
-			x.End(nil, errPanic)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusCreated)
-			_, _ = w.Write(v[:len(v)/2])
-			_ = http.NewResponseController(w).Flush()
-			panic(errPanic)
 		}
-		x.End(v, nil)
+		a.serve(route, c.Writer, c.Request, body)
+	}
+}
+
+// ginAudit is a common Gin middleware, ahead of idem's: it reads the body
+// (to log or audit it), keeps it in the context where
+// c.ShouldBindBodyWith finds it, and gives the request a fresh reader of
+// it for what comes next.
+func ginAudit(c *gin.Context) {
+	b, err := c.GetRawData()
+	if err != nil {
+		c.AbortWithStatus(http.StatusBadRequest)
+		return
+	}
+	c.Set(gin.BodyBytesKey, b)
+	c.Request.Body = io.NopCloser(bytes.NewReader(b))
+	c.Next()
+}
+
+// serve is the handler, the same on every framework: it charges the
+// account the body names, and records that run (an execution) first.
+func (a *api) serve(route string, w http.ResponseWriter, r *http.Request, body []byte) {
+	call := r.Header.Get(hdrCall)
+	key, _ := middleware.ParseKey(r.Header.Values(middleware.DefaultKeyHeader))
+	fp, err := meaning(route, body)
+	if err != nil {
+		http.Error(w, errBadRequest.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	x := a.rec.ExecFor(call, key, fp, "")
+	s := slotOf(ctx)
+	s.started(x)
+	defer s.ended()
+	x.Watch(ctx, func(cause error) bool { return errors.Is(cause, idem.ErrLeaseLost) })
+	a.track(key, 1)
+	defer a.track(key, -1)
+
+	v, _ := json.Marshal(receipt{Exec: x.ID(), Call: call, Key: key, Meaning: fp})
+	switch behaviour(r.Header.Get(hdrBehaviour)) {
+	case behaveSlow:
+		t := time.NewTimer(a.slow)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done(): // the lease was lost: stop, as real work should
+			err := fmt.Errorf("%w: %w", errWorkEnded, context.Cause(ctx))
+			x.End(nil, err)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	case behaveFail:
+		x.End(v, errProvider)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write(v)
+		return
+	case behavePanic:
+		x.End(nil, errPanic)
+		panic(errPanic)
+	case behavePanicLate:
+		x.End(nil, errPanic)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write(v)
+		_, _ = w.Write(v[:len(v)/2])
+		_ = http.NewResponseController(w).Flush()
+		panic(errPanic)
 	}
+	x.End(v, nil)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(v)
 }
 
 // slot is where a request's execution, if its handler runs, meets the
@@ -280,7 +327,7 @@ func (a *api) router(framework string, long, short *tiered.Store) (http.Handler,
 		gin.DefaultWriter, gin.DefaultErrorWriter = io.Discard, io.Discard
 		g := gin.Default() // with gin.Recovery, as most Gin services run
 		for route, st := range stores {
-			g.POST(routePath(route), ginSlot, idemgin.Middleware(st), ginLaterPanic, gin.WrapF(a.charge(route)))
+			g.POST(routePath(route), ginAudit, ginSlot, idemgin.Middleware(st), ginLaterPanic, a.ginCharge(route))
 		}
 		return g, nil
 	case "echo":

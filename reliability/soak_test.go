@@ -77,6 +77,10 @@ func (s soakSettings) checkOptions() history.Options {
 		// lease, one attempt of at most an eighth of it), plus slack.
 		CancelGrace: s.lease/3 + s.lease/8 + 1500*time.Millisecond,
 		WaitBound:   s.waitBound(),
+		// The bound counts a full timeout for each tier call a wait makes,
+		// so a tier that is down or slow cannot carry a wait past it; only
+		// the call's process being stopped can.
+		Slowing: []history.FaultKind{history.ProcessPause},
 		Retention: func(key string) time.Duration {
 			if keyRoute(key) == routeShort {
 				return s.shortRetention

@@ -127,8 +127,8 @@ type Options struct {
 	WaitBound time.Duration
 	// Slowing lists the fault kinds that may slow a waiting call past
 	// WaitBound: a fault of one of them on the call's node, or on a shared
-	// service (Node ""), excuses a call it overlapped or ended less than
-	// WaitBound before. Nil means DefaultSlowing.
+	// service (Node ""), excuses a call it overlapped. Nil means
+	// DefaultSlowing.
 	Slowing []FaultKind
 	// Retention returns how long a completed record of key lives (the
 	// Store's retention for the route the key belongs to), or 0 when

@@ -12,7 +12,7 @@ import (
 // duplicate that waits for the owner's whole work keeps its client far
 // past the wait it was configured with. A fault that can slow a tier
 // (Options.Slowing), on the call's node or on a shared service, excuses
-// the calls it overlapped, and those it ended less than WaitBound before.
+// the calls it overlapped.
 func (kc *keyCheck) waits() {
 	if kc.waitBound <= 0 {
 		return
@@ -30,18 +30,14 @@ func (kc *keyCheck) waits() {
 	}
 }
 
-// slowed reports whether a fault that can slow a tier touched call x: one
-// on its node or on a shared service, from before its return to less than
-// the wait bound before its invoke.
+// slowed reports whether a fault that can slow a tier overlapped call x:
+// one on its node or on a shared service.
 func (kc *keyCheck) slowed(x *Call) bool {
 	for _, f := range kc.faults { // by start
 		if f.Start > x.Return {
 			break
 		}
-		if !kc.slowing[f.Kind] || (f.Node != "" && f.Node != x.Node) {
-			continue
-		}
-		if end := orForever(f.End); end == forever || end+kc.waitBound >= x.Invoke {
+		if kc.slowing[f.Kind] && (f.Node == "" || f.Node == x.Node) && orForever(f.End) >= x.Invoke {
 			return true
 		}
 	}
