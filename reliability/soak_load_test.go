@@ -193,12 +193,12 @@ func faultOf(b behaviour) history.FaultKind {
 // returns its outcome.
 func (l *load) call(ctx context.Context, k *soakKey, i int, p *proc, b behaviour) history.Outcome {
 	body := k.body(i)
-	var f *history.FaultSpan
-	if kind := faultOf(b); kind != "" {
-		f = l.rec.Fault(kind, p.node, string(b))
-	}
 	c := l.rec.InvokeOn(p.node, k.name, body.meaning)
 	l.calls.Add(1)
+	var f *history.FaultSpan
+	if kind := faultOf(b); kind != "" {
+		f = l.rec.Fault(kind, p.node, string(b)+" for "+c.ID())
+	}
 	out, val, err := l.send(ctx, k, body, p, b, c.ID())
 	c.Return(out, val, err)
 	if f != nil {

@@ -46,8 +46,9 @@ const (
 	// StaleReplay (check 10): a caller was replayed a result whose record
 	// had surely expired before it asked.
 	StaleReplay Kind = "stale-replay"
-	// OverlongWait (check 11): a caller that waited for another owner
-	// waited past the bound, with no fault to slow it.
+	// OverlongWait (check 11): a caller that ran no execution of its own
+	// (it waited for another owner, say) waited past the bound, with no
+	// fault to slow it.
 	OverlongWait Kind = "overlong-wait"
 	// Malformed (check 12): the history itself cannot be right.
 	Malformed Kind = "malformed-history"
@@ -117,9 +118,9 @@ type Options struct {
 	// pause fell between the claim and the arming. A grace under lease/3
 	// plus the deciding tier's timeout reports that window too.
 	CancelGrace time.Duration
-	// WaitBound bounds how long a call that waited for another owner may
-	// take (check 11): one that ended Replayed or InFlight without running
-	// its own execution must return within WaitBound of its invoke, unless
+	// WaitBound bounds how long a call that ran no execution of its own
+	// may take (check 11): a replay, a duplicate that waited for another
+	// owner, a refusal must return within WaitBound of its invoke, unless
 	// a fault that can slow a tier (see Slowing) overlapped it. Set it to
 	// the Store's wait plus what its tiers may take on the way (a Redis and
 	// a SQL call before the wait, one of each after it, at their timeouts)

@@ -157,11 +157,11 @@
 //     retention, Options.Retention, plus Options.ExpirySlack): a cache
 //     that outlives its record lets two instances answer one key
 //     differently once the key ran again.
-//  11. [OverlongWait]: a call that waited for another owner (Replayed or
-//     InFlight, without an execution of its own) returns within
+//  11. [OverlongWait]: a call that ran no execution of its own (a replay,
+//     a duplicate that waited for another owner, a refusal) returns within
 //     Options.WaitBound, unless a fault that can slow a tier
-//     (Options.Slowing) touched it: a duplicate obeys the Store's wait,
-//     in the owner's process as on any other.
+//     (Options.Slowing) overlapped it: a duplicate obeys the Store's wait,
+//     in the owner's process as on any other, whatever the owner does.
 //  12. [Malformed]: the record itself must be sane, or every other verdict
 //     is suspect: IDs unique, returns after invokes, every Executed call
 //     naming an execution that exists in the same process for the same

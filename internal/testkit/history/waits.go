@@ -5,12 +5,13 @@ import (
 	"time"
 )
 
-// waits is check 11: a call that waited for another owner — it ended
-// Replayed or InFlight and ran no execution of its own — returns within
-// Options.WaitBound of its invoke. The Store bounds a duplicate's wait,
-// in this process as on another instance, whatever the owner does: a
-// duplicate that waits for the owner's whole work keeps its client far
-// past the wait it was configured with. A fault that can slow a tier
+// waits is check 11: a call that ran no execution of its own — a replay,
+// a duplicate that waited for another owner and got its result, its
+// failure or in-flight, a refusal — returns within Options.WaitBound of
+// its invoke. The Store bounds a duplicate's wait, in this process as on
+// another instance, whatever the owner does: a duplicate that waits for
+// the owner's whole work keeps its client far past the wait it was
+// configured with. A fault that can slow a tier
 // (Options.Slowing), on the call's node or on a shared service, excuses
 // the calls it overlapped.
 func (kc *keyCheck) waits() {
@@ -18,7 +19,7 @@ func (kc *keyCheck) waits() {
 		return
 	}
 	for _, x := range kc.k.calls {
-		if (x.Outcome != Replayed && x.Outcome != InFlight) || x.Exec != "" || x.Return == 0 {
+		if x.Exec != "" || x.Return == 0 {
 			continue
 		}
 		took := x.Return - x.Invoke
