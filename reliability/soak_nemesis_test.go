@@ -209,24 +209,40 @@ func (n *nemesis) processTrack(ctx context.Context, start time.Time) {
 // lease: a request of its own, slow, is sent to p; once its handler runs,
 // p is stopped. Meanwhile its duplicates go to the other children, and
 // once the lease has lapsed one of them takes the key over. Then p
-// continues, and must find itself fenced.
+// continues, and must find itself fenced. A request whose handler does
+// not start (the stores could not decide, say) is replaced by another.
 func (n *nemesis) pauseOwner(ctx context.Context, r *rand.Rand, p *proc) {
-	k := n.load.newKey(r, routeLong, "p")
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { n.load.call(context.WithoutCancel(ctx), k, 0, p, behaveSlow) })
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ok, err := p.running(ctx, k.name)
-		if err != nil || ok {
-			n.fail(err)
-			break
-		}
-		if time.Now().After(deadline) {
-			n.fail(fmt.Errorf("nemesis: the owner's handler on %s did not start within 5s", p.node))
+	var k *soakKey
+	for attempt := 0; k == nil; attempt++ {
+		if attempt == 5 || ctx.Err() != nil {
+			n.fail(fmt.Errorf("nemesis: no handler of an owner started on %s in %d attempts", p.node, attempt))
 			return
 		}
-		time.Sleep(10 * time.Millisecond) // until the child's handler has started
+		try := n.load.newKey(r, routeLong, "p")
+		done := make(chan struct{})
+		wg.Go(func() {
+			defer close(done)
+			n.load.call(context.WithoutCancel(ctx), try, 0, p, behaveSlow)
+		})
+		for k == nil {
+			ok, err := p.running(ctx, try.name)
+			if err != nil {
+				n.fail(err)
+				return
+			}
+			if ok {
+				k = try
+				break
+			}
+			select {
+			case <-done: // answered without running: try again
+			case <-time.After(10 * time.Millisecond): // until the handler starts
+				continue
+			}
+			break
+		}
 	}
 	d := time.Duration(float64(n.set.lease) * (1.5 + 0.5*r.Float64()))
 	f := n.rec.Fault(history.ProcessPause, p.node, fmt.Sprintf("for %v, owning %s", d.Round(time.Millisecond), k.name))
