@@ -27,6 +27,7 @@ type proc struct {
 	framework string
 	history   string // its history file
 	log       string // its stderr
+	out       string // its stdout, where it says it serves
 	api       string // host:port of the payments API
 	admin     string // host:port of the admin commands
 
@@ -39,8 +40,8 @@ type proc struct {
 	ctl   *http.Client
 }
 
-// startProc starts a child with cfg and waits until it serves. The child
-// is killed when the test ends, whatever happens.
+// startProc starts a child with cfg; ready then waits until it serves.
+// The child is killed when the test ends, whatever happens.
 func startProc(t *testing.T, dir string, cfg childConfig) *proc {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
@@ -75,23 +76,55 @@ func startProc(t *testing.T, dir string, cfg childConfig) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(p.kill)
+	p.out = out
+	return p
+}
+
+// ready waits until the child serves, and learns its addresses.
+func (p *proc) ready(t *testing.T) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		b, _ := os.ReadFile(out)
+		b, _ := os.ReadFile(p.out)
 		if line, _, ok := bytes.Cut(b, []byte("\n")); ok {
 			if _, err := fmt.Sscanf(string(line), childReady, &p.api, &p.admin); err != nil {
-				t.Fatalf("child %s: %q: %v", cfg.Node, line, err)
+				t.Fatalf("child %s: %q: %v", p.node, line, err)
 			}
-			return p
+			return
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("child %s exited before it served: %v\n%s", cfg.Node, p.err, p.logTail())
+			t.Fatalf("child %s exited before it served: %v\n%s", p.node, p.err, p.logTail())
 		case <-time.After(20 * time.Millisecond): // the child is starting
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("child %s did not serve within a minute\n%s", cfg.Node, p.logTail())
+			t.Fatalf("child %s did not serve within a minute\n%s", p.node, p.logTail())
 		}
+	}
+}
+
+// idle waits until no handler runs in the child (work a client gave up
+// on goes on), for at most d.
+func (p *proc) idle(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b, err := p.command(ctx, http.MethodGet, "/running")
+		cancel()
+		if err != nil {
+			return err
+		}
+		var keys []string
+		if err := json.Unmarshal(b, &keys); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still runs handlers for %v", p.node, keys)
+		}
+		time.Sleep(50 * time.Millisecond) // until the work ends
 	}
 }
 

@@ -148,6 +148,9 @@ func TestSoak(t *testing.T) {
 			LongRetention: set.longRetention, ShortRetention: set.shortRetention, Slow: set.slow,
 		}))
 	}
+	for _, p := range procs {
+		p.ready(t)
+	}
 	l := newLoad(rec, procs, set)
 	t.Cleanup(l.close)
 	n := &nemesis{t: t, set: set, rec: rec, rs: rs, admin: admin, proxy: proxy, apps: apps, procs: procs, load: l}
@@ -178,8 +181,14 @@ func TestSoak(t *testing.T) {
 		t.Errorf("nemesis: %v", err)
 	}
 
-	// Every fault is lifted (each track lifts its own); every lease, and
-	// its grace, lapses; then every key is called once more.
+	// Every fault is lifted (each track lifts its own); the work clients
+	// gave up on ends; every lease, and its grace, lapses; then every key
+	// is called once more.
+	for _, p := range procs {
+		if err := p.idle(2 * set.slow); err != nil {
+			t.Error(err)
+		}
+	}
 	time.Sleep(set.lease + set.lease/4 + set.lease/2)
 	quiet := time.Now()
 	l.quiet(context.Background(), set.seed, 24)
