@@ -89,6 +89,9 @@ type load struct {
 	later     laterQueue // retries due at a time, of keys on the short route
 
 	calls atomic.Int64
+	// noSlowAfter ends slow work this long before the load's end, so
+	// that it ends with the load (set by run).
+	noSlowAfter atomic.Int64
 	// bg runs the slow requests, which would hold a worker for seconds;
 	// slots bounds how many run at once.
 	bg    sync.WaitGroup
@@ -268,8 +271,13 @@ func (l *load) send(ctx context.Context, k *soakKey, body soakBody, p *proc, b b
 
 // callAside makes a call that may take long (slow work) on a goroutine
 // of its own, so that the worker goes on: it waits only when too many such
-// calls run already.
+// calls run already. Slow work asked for too near the load's end is asked
+// for without the slowness.
 func (l *load) callAside(ctx context.Context, k *soakKey, i int, p *proc, b behaviour) {
+	if time.Now().UnixNano() > l.noSlowAfter.Load() {
+		l.call(ctx, k, i, p, behaveOK)
+		return
+	}
 	select {
 	case l.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -452,8 +460,10 @@ func (l *load) due() (laterJob, bool) {
 	return heap.Pop(&l.later).(laterJob), true
 }
 
-// run drives the load with workers until ctx ends.
-func (l *load) run(ctx context.Context, workers int) {
+// run drives the load with workers until ctx ends; slow work is asked
+// for only until slowUntil.
+func (l *load) run(ctx context.Context, workers int, slowUntil time.Time) {
+	l.noSlowAfter.Store(slowUntil.UnixNano())
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {

@@ -166,7 +166,8 @@ func TestSoak(t *testing.T) {
 		loadWG.Wait()
 	})
 	start := time.Now()
-	loadWG.Go(func() { l.run(ctx, set.workers) })
+	setup := time.Since(began)
+	loadWG.Go(func() { l.run(ctx, set.workers, start.Add(set.dur-set.slow)) })
 	if os.Getenv("IDEM_SOAK_NEMESIS") != "off" { // off: to tell the load's own trouble from the faults'
 		tracks.Go(func() { n.postgresTrack(ctx, start) })
 		tracks.Go(func() { n.processTrack(ctx, start) })
@@ -207,8 +208,8 @@ func TestSoak(t *testing.T) {
 	}
 	h := assemble(t, files, finals)
 	r := history.Check(h, set.checkOptions())
-	t.Logf("soak: seed %d, load %v (%d calls, %.0f/s), quiet round %v, wall %v\n%s",
-		set.seed, loaded.Round(time.Millisecond), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
+	t.Logf("soak: seed %d, setup %v, load %v (%d calls, %.0f/s), quiet round %v, wall %v\n%s",
+		set.seed, setup.Round(time.Millisecond), loaded.Round(time.Millisecond), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
 		quietTook.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), r.Summary)
 	if others := otherErrors(h, 5); others != "" {
 		t.Logf("the commonest other errors: %s", others)
