@@ -16,6 +16,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,39 +69,55 @@ func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.Re
 	defer reader.Close()
 	fb := fingerprint.New()
 	at := time.Now().UnixNano()
-	finals := make([]history.Final, 0, len(keys))
-	for _, k := range keys {
-		key := idem.NewKey("", k.name)
-		fps := k.fingerprints(t, fb)
-		f := history.Final{Key: k.name, At: at, Expired: k.route == routeShort,
-			SQL: history.Stored{State: history.Absent}, Redis: history.Stored{State: history.Absent}}
-		d := key.Digest()
-		if r, ok := rows[string(d[:])]; ok {
-			f.SQL = stored(idem.State(r.state), string(r.fp), r.result, fps)
-		}
-		rec, err := reader.Get(ctx, key)
-		switch {
-		case errors.Is(err, idem.ErrNotFound):
-		case err != nil:
-			t.Fatalf("read %s from Redis: %v", k.name, err)
-		case !rec.Completed() && rec.LeaseUntil.Before(time.Unix(0, at).Add(maxSkew)):
-			// Redis keeps a claim for the retention and lets its lease
-			// lapse by a mark on its TTL: a claim whose lease has lapsed
-			// holds nothing, and the next Reserve takes it over. Its lease
-			// end was written by its owner's clock, which may have been
-			// skewed.
-		default:
-			f.Redis = stored(rec.State, rec.Fingerprint, rec.Result, fps)
-		}
-		finals = append(finals, f)
+	finals := make([]history.Final, len(keys))
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex // guards errs
+		errs []error
+	)
+	for range 8 { // Redis answers one key at a time: ask in parallel
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(keys); i = int(next.Add(1)) - 1 {
+				k := keys[i]
+				key := idem.NewKey("", k.name)
+				fps := k.fingerprints(fb)
+				f := history.Final{Key: k.name, At: at, Expired: k.route == routeShort,
+					SQL: history.Stored{State: history.Absent}, Redis: history.Stored{State: history.Absent}}
+				d := key.Digest()
+				if r, ok := rows[string(d[:])]; ok {
+					f.SQL = stored(idem.State(r.state), string(r.fp), r.result, fps)
+				}
+				rec, err := reader.Get(ctx, key)
+				switch {
+				case errors.Is(err, idem.ErrNotFound):
+				case err != nil:
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("read %s from Redis: %w", k.name, err))
+					mu.Unlock()
+				case !rec.Completed() && rec.LeaseUntil.Before(time.Unix(0, at).Add(maxSkew)):
+					// Redis keeps a claim for the retention and lets its
+					// lease lapse by a mark on its TTL: a claim whose lease
+					// has lapsed holds nothing, and the next Reserve takes
+					// it over. Its lease end was written by its owner's
+					// clock, which may have been skewed.
+				default:
+					f.Redis = stored(rec.State, rec.Fingerprint, rec.Result, fps)
+				}
+				finals[i] = f
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	return finals
 }
 
 // fingerprints maps the fingerprint of each body sent with k, as the
 // middleware computes it, to the bodies' meanings.
-func (k *soakKey) fingerprints(t *testing.T, b *fingerprint.Builder) map[string][]string {
-	t.Helper()
+func (k *soakKey) fingerprints(b *fingerprint.Builder) map[string][]string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := map[string][]string{}

@@ -171,7 +171,12 @@ func (n *nemesis) postgresTrack(ctx context.Context, start time.Time) {
 func (n *nemesis) processTrack(ctx context.Context, start time.Time) {
 	r := rand.New(rand.NewPCG(n.set.seed, 3))
 	plan := repeat(times(n.set.dur), history.ProcessPause, history.ClockSkew, history.SlowCompletion)
-	hold := func() time.Duration { return time.Duration(float64(n.set.lease) * (0.75 + 0.75*r.Float64())) }
+	// A skew or slow completions last up to one and a half leases, but no
+	// more than half their slot: the track keeps to its schedule.
+	slot := n.set.dur / time.Duration(max(len(plan), 1))
+	hold := func() time.Duration {
+		return max(n.set.lease/2, min(time.Duration(float64(n.set.lease)*(0.75+0.75*r.Float64())), slot/2))
+	}
 	schedule(ctx, r, start, n.set.dur, plan, func(i int, kind history.FaultKind) {
 		p := n.procs[(i/3)%len(n.procs)]
 		switch kind {

@@ -185,20 +185,25 @@ func TestSoak(t *testing.T) {
 	// Every fault is lifted (each track lifts its own); the work clients
 	// gave up on ends; every lease, and its grace, lapses; then every key
 	// is called once more.
+	settle := time.Now()
 	for _, p := range procs {
 		if err := p.idle(2 * set.slow); err != nil {
 			t.Error(err)
 		}
 	}
 	time.Sleep(set.lease + set.lease/4 + set.lease/2)
+	settled := time.Since(settle)
 	quiet := time.Now()
 	l.quiet(context.Background(), set.seed, 24)
 	quietTook := time.Since(quiet)
 
+	end := time.Now()
 	finals := readFinals(t, admin, st, rs, l.allKeys())
+	var exits sync.WaitGroup
 	for _, p := range procs {
-		p.exit(t)
+		exits.Go(func() { p.exit(t) })
 	}
+	exits.Wait()
 	if err := rec.Err(); err != nil {
 		t.Fatalf("client recorder: %v", err)
 	}
@@ -208,9 +213,11 @@ func TestSoak(t *testing.T) {
 	}
 	h := assemble(t, files, finals)
 	r := history.Check(h, set.checkOptions())
-	t.Logf("soak: seed %d, setup %v, load %v (%d calls, %.0f/s), quiet round %v, wall %v\n%s",
-		set.seed, setup.Round(time.Millisecond), loaded.Round(time.Millisecond), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
-		quietTook.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), r.Summary)
+	ended := time.Since(end)
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	t.Logf("soak: seed %d, wall %v: setup %v, load %v (%d calls, %.0f/s), settling %v, quiet round %v, reading, stopping and checking %v\n%s",
+		set.seed, ms(time.Since(began)), ms(setup), ms(loaded), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
+		ms(settled), ms(quietTook), ms(ended), r.Summary)
 	if others := otherErrors(h, 5); others != "" {
 		t.Logf("the commonest other errors: %s", others)
 	}
