@@ -41,6 +41,7 @@ type config struct {
 	headers       []string
 	maxBytes      int64
 	maxDepth      int
+	caseSensitive bool
 }
 
 func defaults() config {
@@ -151,6 +152,23 @@ func WithMaxDepth(n int) Option {
 		}
 		c.maxDepth = n
 	}
+}
+
+// WithCaseSensitiveNames(true) tells a Builder that the server matches JSON
+// member names exactly, as a map[string]T or encoding/json/v2 without
+// MatchCaseInsensitiveNames does: names that differ only in case are then
+// different fields, and a body may hold both. Default: false, for servers
+// that decode with encoding/json into structs, which matches names
+// case-insensitively and lets the last match win; a Builder then refuses
+// an object with two names equal under Unicode simple case folding
+// (ErrAmbiguousMember).
+//
+// The risk of turning it on behind a handler that does decode into
+// structs: {"amount":100,"AMOUNT":5} and {"AMOUNT":5,"amount":100} get one
+// fingerprint, the handler reads 5 from one and 100 from the other, and
+// the second is answered with the first one's response.
+func WithCaseSensitiveNames(on bool) Option {
+	return func(c *config) { c.caseSensitive = on }
 }
 
 // DefaultRoute is the route function of a Builder unless WithRoute replaces

@@ -46,11 +46,29 @@ type parser struct {
 	keys  []int32   // key tokens of the objects still open
 	stack []frame
 	refs  []keyRef // scratch for sorting one object's names
+	fold  []keyRef // scratch for grouping one object's names by case folding
 	max   int      // depth limit
+	mode  mode
 }
 
-func (p *parser) reset(in []byte, maxDepth int) {
+// mode says how a parser reads a body where a Go server and RFC 8785
+// disagree. Canonicalize uses none of it: it is RFC 8785 alone.
+type mode uint8
+
+const (
+	// exactInts keeps the digits of every integer literal (no fraction,
+	// no exponent) instead of rounding it to a double: encoding/json
+	// decodes 9007199254740993 into an int64 exactly.
+	exactInts mode = 1 << iota
+	// foldNames rejects two member names of one object that are equal
+	// under Unicode simple case folding: encoding/json matches a struct
+	// field by such a name, the last match winning.
+	foldNames
+)
+
+func (p *parser) reset(in []byte, maxDepth int, m mode) {
 	p.in = in
+	p.mode = m
 	p.toks = p.toks[:0]
 	p.dec = p.dec[:0]
 	p.nums = p.nums[:0]
@@ -199,6 +217,11 @@ func (p *parser) close() error {
 	if len(keys) > 1 {
 		if err := p.sortKeys(keys); err != nil {
 			return err
+		}
+		if p.mode&foldNames != 0 {
+			if err := p.checkFold(); err != nil {
+				return err
+			}
 		}
 	}
 	t.b = int32(len(p.order))
