@@ -58,7 +58,7 @@ func New(opts ...Option) *Builder {
 		deny = DefaultDeny()
 	}
 	deny = append(deny, c.deny...)
-	b.filter, b.err = compileFilter(c.allow, deny)
+	b.filter, b.err = compileFilter(c.allow, deny, !c.caseSensitive)
 	if c.queryAllowSet {
 		b.queryAllow = set(c.queryAllow)
 	}

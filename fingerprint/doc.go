@@ -47,6 +47,10 @@
 // client means both, and the order of members is exactly what a
 // fingerprint must not depend on. Names that only look alike ("ss" and
 // "ß", "i" and "İ") are different names to encoding/json and to a Builder.
+// For the same reason a name in an allow path reaches every member whose
+// name folds to it: with WithAllow("amount"), {"Amount":5} counts its 5.
+// Deny paths match exactly, which at worst counts a case variant of a
+// noisy field.
 // A server that matches names exactly (decoding into maps, or with
 // encoding/json/v2's default options) can accept such bodies with
 // WithCaseSensitiveNames(true). encoding/json/v2's case-insensitive
@@ -97,7 +101,10 @@
 //
 // A path is a list of steps, separated by '.'. A name step matches one
 // object member whose name is exactly that (case-sensitive, compared with
-// the unescaped member name). "*" matches one member of any name. "[*]",
+// the unescaped member name); in an allow path it also matches a member
+// whose name equals it under Unicode simple case folding, as encoding/json
+// matches a struct field ("amount" reaches "Amount"), unless
+// WithCaseSensitiveNames(true). "*" matches one member of any name. "[*]",
 // written after a step, matches one element of an array, any index; it
 // never matches an object member, and a name step never matches an array
 // element, so "items.client_ts" does not reach into an array of items:

@@ -138,6 +138,33 @@ func foldAt(s []byte, i int) (rune, int) {
 	return foldRune(r), n
 }
 
+// equalFoldName reports whether the path name s and the member name b are
+// equal under case folding, as bytes.EqualFold would, without converting
+// either.
+func equalFoldName(s string, b []byte) bool {
+	i, j := 0, 0
+	for i < len(s) && j < len(b) {
+		var x rune
+		if c := s[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			x = rune(c)
+			i++
+		} else {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			x = foldRune(r)
+			i += n
+		}
+		y, m := foldAt(b, j)
+		if x != y {
+			return false
+		}
+		j += m
+	}
+	return i == len(s) && j == len(b)
+}
+
 // foldRune returns the smallest rune of r's case-folding orbit, the same
 // for every rune of it (as encoding/json folds names).
 func foldRune(r rune) rune {
