@@ -47,17 +47,22 @@
 // client means both, and the order of members is exactly what a
 // fingerprint must not depend on. Names that only look alike ("ss" and
 // "ß", "i" and "İ") are different names to encoding/json and to a Builder.
+//
 // For the same reason a name in an allow path reaches every member whose
-// name folds to it: with WithAllow("amount"), {"Amount":5} counts its 5.
-// Deny paths match exactly, which at worst counts a case variant of a
-// noisy field.
+// name folds to it: with WithAllow("amount"), {"Amount":5} counts its 5,
+// which the handler reads as the amount. Deny paths match exactly, which
+// at worst counts a case variant of a noisy field.
+//
 // A server that matches names exactly (decoding into maps, or with
-// encoding/json/v2's default options) can accept such bodies with
-// WithCaseSensitiveNames(true). encoding/json/v2's case-insensitive
-// matching (MatchCaseInsensitiveNames, `json:",case:ignore"`) also ignores
-// '_' and '-', which no Builder checks: a handler that uses it may read
-// "order_id" and "orderid" as one field. Query strings and form bodies keep
-// exact names: url.Values matches them exactly.
+// encoding/json/v2's default options) can say so with
+// WithCaseSensitiveNames(true): such bodies are then accepted and allow
+// paths match exactly. encoding/json/v2's case-insensitive matching
+// (MatchCaseInsensitiveNames, `json:",case:ignore"`) also ignores '_' and
+// '-', which no Builder checks: a handler that uses it may read "order_id"
+// and "orderid" as one field. Query strings and form bodies are not
+// checked for such names, since url.Values matches names exactly; a
+// framework that binds them case-insensitively when no name matches
+// exactly (Echo's Bind does) is not covered.
 //
 // Integers. encoding/json decodes a number written as an integer into an
 // int64 or a uint64 exactly, while RFC 8785 rounds every number to a

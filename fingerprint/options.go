@@ -157,11 +157,11 @@ func WithMaxDepth(n int) Option {
 	}
 }
 
-// WithCaseSensitiveNames(true) tells a Builder that the server matches JSON
-// member names exactly, as a map[string]T or encoding/json/v2 without
+// WithCaseSensitiveNames, when on, tells a Builder that the server matches
+// JSON member names exactly, as a map[string]T or encoding/json/v2 without
 // MatchCaseInsensitiveNames does: names that differ only in case are then
 // different fields, a body may hold both, and allow paths match names
-// exactly. Default: false, for servers that decode with encoding/json into
+// exactly. Default: off, for servers that decode with encoding/json into
 // structs, which matches names case-insensitively and lets the last match
 // win; a Builder then refuses an object with two names equal under
 // Unicode simple case folding (ErrAmbiguousMember), and a name in an allow
