@@ -20,6 +20,8 @@ const (
 const (
 	fDecoded uint8 = 1 << iota // a string that held escapes, or a rewritten number; a,b index dec
 	fFloat                     // the number is not canonical as written; a indexes nums
+	fFoldy                     // foldNames mode: a name with a byte folding may change (nameClass)
+	fWide                      // foldNames mode: a name with a non-ASCII byte
 )
 
 // tok is one JSON token. It is 12 bytes so that large bodies stay cheap.
@@ -31,9 +33,10 @@ type tok struct {
 
 // frame is one open container while parsing.
 type frame struct {
-	tok  int32 // index of the container's token
-	mark int32 // len(keys) when the object opened
-	obj  bool
+	tok   int32 // index of the container's token
+	mark  int32 // len(keys) when the object opened
+	obj   bool
+	foldy bool // foldNames mode: a name has fFoldy, so close calls checkFold
 }
 
 // parser holds the scan of one body. Its slices are reused through a pool.
@@ -189,7 +192,12 @@ func (p *parser) key(i int) (int, error) {
 		return i, errAt(ErrInvalidJSON, "expected a member name, found "+quoteByte(p.in[i]), i)
 	}
 	p.keys = append(p.keys, int32(len(p.toks)))
-	i, err := p.str(i, kKey)
+	var err error
+	if p.mode&foldNames != 0 {
+		i, err = p.foldKey(i)
+	} else {
+		i, err = p.str(i, kKey)
+	}
 	if err != nil {
 		return i, err
 	}
@@ -218,7 +226,7 @@ func (p *parser) close() error {
 		if err := p.sortKeys(keys); err != nil {
 			return err
 		}
-		if p.mode&foldNames != 0 {
+		if f.foldy {
 			if err := p.checkFold(); err != nil {
 				return err
 			}
