@@ -24,6 +24,7 @@ type Builder struct {
 	headers    []string // canonical names, sorted, without repeats
 	maxBytes   int64
 	maxDepth   int
+	mode       mode                 // how JSON is read where Go and RFC 8785 differ
 	err        error                // a configuration error, returned by every method
 	memo       atomic.Pointer[memo] // digests of recent inputs, see memo.go
 	calls      atomic.Uint32        // calls before the memo exists
@@ -47,13 +48,17 @@ func New(opts ...Option) *Builder {
 		query:    c.query,
 		maxBytes: c.maxBytes,
 		maxDepth: c.maxDepth,
+		mode:     exactInts | foldNames,
+	}
+	if c.caseSensitive {
+		b.mode = exactInts
 	}
 	var deny []string
 	if c.defaultDeny {
 		deny = DefaultDeny()
 	}
 	deny = append(deny, c.deny...)
-	b.filter, b.err = compileFilter(c.allow, deny)
+	b.filter, b.err = compileFilter(c.allow, deny, !c.caseSensitive)
 	if c.queryAllowSet {
 		b.queryAllow = set(c.queryAllow)
 	}
@@ -78,13 +83,15 @@ func set(names []string) map[string]bool {
 }
 
 // Sum returns the fingerprint of body treated as JSON: its canonical form
-// (RFC 8785) after the Builder's allow- and deny-lists, hashed. Request
+// (RFC 8785 with exact integers, see the package documentation) after the
+// Builder's allow- and deny-lists, hashed. Request
 // parts (method, route, query, headers) do not count: Sum is for queue
 // messages and other bodies without a request. An empty body has its own
 // fingerprint; a body of only whitespace is invalid JSON.
 //
 // The result is DigestLen bytes long and starts with Prefix. Bad input
 // returns an error wrapping ErrInvalidJSON, ErrDuplicateMember,
+// ErrAmbiguousMember (unless WithCaseSensitiveNames(true)),
 // ErrNumberRange, ErrInvalidString, ErrTooDeep or ErrTooLarge, and never
 // panics. Sum(body) equals Request for a request whose method, route and
 // query are switched off and whose body is that JSON, sent as
@@ -117,16 +124,18 @@ func (b *Builder) Sum(body []byte) (string, error) {
 }
 
 // Canonicalize returns the canonical form that Sum hashes for a JSON body:
-// RFC 8785 after the Builder's allow- and deny-lists. It is meant for
-// debugging a fingerprint that differs unexpectedly. Errors are those of
-// Sum; an empty body is invalid JSON here.
+// RFC 8785 with exact integers, after the Builder's allow- and deny-lists.
+// It differs from the package's Canonicalize in the digits of integers
+// beyond 2^53 and in refusing names that differ only in case. It is meant
+// for debugging a fingerprint that differs unexpectedly. Errors are those
+// of Sum; an empty body is invalid JSON here.
 func (b *Builder) Canonicalize(body []byte) ([]byte, error) {
 	if err := b.check(body); err != nil {
 		return nil, err
 	}
 	w := getWork()
 	defer putWork(w)
-	if err := w.canonical(body, b.maxDepth, b.filter); err != nil {
+	if err := w.canonical(body, b.maxDepth, b.filter, b.mode); err != nil {
 		return nil, err
 	}
 	return bytes.Clone(w.out), nil
@@ -152,7 +161,7 @@ func (w *work) jsonBody(b *Builder, mt string, body []byte) error {
 	}
 	out = append(out, bodyJSON)
 	w.out = appendStr(out, 0, mt)
-	if err := w.canonical(body, b.maxDepth, b.filter); err != nil {
+	if err := w.canonical(body, b.maxDepth, b.filter, b.mode); err != nil {
 		return err
 	}
 	end(w.out, at)

@@ -21,7 +21,9 @@ const HardMaxBytes = 1 << 30
 // the JSON text json: member names sorted by their UTF-16 code units, no
 // insignificant whitespace, numbers as ECMAScript writes them (-0 as 0) and
 // strings escaped as the RFC prescribes. Nothing is filtered: use
-// Builder.Canonicalize for the form a Builder hashes.
+// Builder.Canonicalize for the form a Builder hashes, which differs in the
+// digits of integers beyond 2^53 and refuses names that differ only in
+// case (ErrAmbiguousMember); Canonicalize never returns that error.
 //
 // Input must be I-JSON (RFC 7493): invalid JSON, duplicate member names,
 // numbers out of the range of a double, invalid UTF-8 and lone surrogates
@@ -34,16 +36,16 @@ func Canonicalize(json []byte) ([]byte, error) {
 	}
 	w := getWork()
 	defer putWork(w)
-	if err := w.canonical(json, DefaultMaxDepth, nil); err != nil {
+	if err := w.canonical(json, DefaultMaxDepth, nil, 0); err != nil {
 		return nil, err
 	}
 	return bytes.Clone(w.out), nil
 }
 
-// canonical parses in and writes its canonical form, filtered by f when f
-// is not nil, to w.out.
-func (w *work) canonical(in []byte, maxDepth int, f *filter) error {
-	w.p.reset(in, maxDepth)
+// canonical parses in, read as m says, and writes its canonical form,
+// filtered by f when f is not nil, to w.out.
+func (w *work) canonical(in []byte, maxDepth int, f *filter, m mode) error {
+	w.p.reset(in, maxDepth, m)
 	if err := w.p.parse(); err != nil {
 		return err
 	}

@@ -23,6 +23,60 @@
 // whitespace and number spelling (1.0, 1e0, 10E-1) therefore never change a
 // fingerprint.
 //
+// A Builder hashes RFC 8785 with exact integers, and refuses names that
+// differ only in case (see "What the same request means to a Go server"
+// below); Builder.Canonicalize shows that form. Canonicalize itself is RFC
+// 8785 alone.
+//
+// # What the same request means to a Go server
+//
+// Two requests must share a fingerprint only if the handler cannot tell
+// them apart, and a Go handler reads JSON with encoding/json, which
+// differs from RFC 8785 in two places. A Builder follows the handler in
+// both.
+//
+// Member names. encoding/json fills a struct field from the member whose
+// name equals the field's name or, when none does, from a member whose
+// name equals it under Unicode simple case folding (bytes.EqualFold:
+// "amount" and "AMOUNT"; "k", "K" and U+212A KELVIN SIGN; "s", "S" and
+// U+017F LONG S; Σ, σ and ς); when several match, the last one wins. So
+// {"amount":100,"AMOUNT":5} and {"AMOUNT":5,"amount":100}, one object to
+// RFC 8785, are 5 and 100 to the handler. A Builder refuses an object with
+// two names that differ but are equal under that folding
+// (ErrAmbiguousMember), at any depth, whatever the field lists say: no
+// client means both, and the order of members is exactly what a
+// fingerprint must not depend on. Names that only look alike ("ss" and
+// "ß", "i" and "İ") are different names to encoding/json and to a Builder.
+//
+// For the same reason a name in an allow path reaches every member whose
+// name folds to it: with WithAllow("amount"), {"Amount":5} counts its 5,
+// which the handler reads as the amount. Deny paths match exactly, which
+// at worst counts a case variant of a noisy field.
+//
+// A server that matches names exactly (decoding into maps, or with
+// encoding/json/v2's default options) can say so with
+// WithCaseSensitiveNames(true): such bodies are then accepted and allow
+// paths match exactly. encoding/json/v2's case-insensitive matching
+// (MatchCaseInsensitiveNames, `json:",case:ignore"`) also ignores '_' and
+// '-', which no Builder checks: a handler that uses it may read "order_id"
+// and "orderid" as one field. Query strings and form bodies are not
+// checked for such names, since url.Values matches names exactly; a
+// framework that binds them case-insensitively when no name matches
+// exactly (Echo's Bind does) is not covered.
+//
+// Integers. encoding/json decodes a number written as an integer into an
+// int64 or a uint64 exactly, while RFC 8785 rounds every number to a
+// double: 9007199254740993 (2^53+1) and 9007199254740992 are one number to
+// it and two to the handler. A Builder writes a number that has neither a
+// fraction nor an exponent by its digits (-0 as 0). Up to 2^53 in
+// magnitude those digits are its RFC 8785 form, so only larger integers
+// come out differently: 18446744073709551616 and 18446744073709552000, or
+// 1000000000000000000000 and 1e21, get different fingerprints. A number
+// with a fraction or an exponent keeps its RFC 8785 form, so 1.0 and 1
+// still share one (an int64 field would refuse 1.0). An integer must fit a
+// double all the same: one beyond ±1.7976931348623157e308 fails with
+// ErrNumberRange, as every number does.
+//
 // # Digests
 //
 // Every digest is DigestLen (67) characters: Prefix ("f1:") and the
@@ -32,7 +86,10 @@
 // headers, body), so that no two different requests can collide by moving
 // bytes from one part to the next. The same input gives the same digest on
 // every machine and in every release that keeps the "f1:" prefix; a change
-// to what is hashed gets a new prefix.
+// to what is hashed gets a new prefix. One change was made within "f1:":
+// integers beyond 2^53 in magnitude, once rounded to doubles, count by
+// their digits, so a JSON body holding one has had two digests; every
+// other body keeps its digest.
 //
 // # Field paths
 //
@@ -49,7 +106,10 @@
 //
 // A path is a list of steps, separated by '.'. A name step matches one
 // object member whose name is exactly that (case-sensitive, compared with
-// the unescaped member name). "*" matches one member of any name. "[*]",
+// the unescaped member name); in an allow path it also matches a member
+// whose name equals it under Unicode simple case folding, as encoding/json
+// matches a struct field ("amount" reaches "Amount"), unless
+// WithCaseSensitiveNames(true). "*" matches one member of any name. "[*]",
 // written after a step, matches one element of an array, any index; it
 // never matches an object member, and a name step never matches an array
 // element, so "items.client_ts" does not reach into an array of items:
@@ -137,6 +197,9 @@
 //
 //	invalid JSON (syntax, trailing data, blank input)            ErrInvalidJSON
 //	two members of one object with the same name                 ErrDuplicateMember
+//	two members of one object whose names are equal under
+//	  Unicode simple case folding, as encoding/json matches
+//	  them (a Builder only; see WithCaseSensitiveNames)          ErrAmbiguousMember
 //	a number beyond ±1.7976931348623157e308                      ErrNumberRange
 //	  (a number too small to represent rounds to 0, as in JSON.parse)
 //	invalid UTF-8, a raw control character, a bad escape,

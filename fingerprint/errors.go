@@ -20,6 +20,17 @@ var (
 	// forbids them; which of the two a handler would see is undefined.
 	ErrDuplicateMember = errors.New("fingerprint: duplicate member name")
 
+	// ErrAmbiguousMember reports an object with two members whose names
+	// differ but are equal under Unicode simple case folding, the way
+	// encoding/json matches a name to a struct field ("amount" and
+	// "AMOUNT"; "k" and U+212A KELVIN SIGN; "s" and U+017F LONG S). A Go
+	// handler decoding into a struct keeps whichever comes last, so the
+	// two orders of the same members are two different requests to it.
+	// A Builder returns it (Sum, Request, RequestBody, Builder.Canonicalize)
+	// unless WithCaseSensitiveNames(true); Canonicalize, which is RFC 8785
+	// alone, never does.
+	ErrAmbiguousMember = errors.New("fingerprint: ambiguous member names")
+
 	// ErrNumberRange reports a number whose magnitude is too large for an
 	// IEEE-754 double (above 1.7976931348623157e308 after rounding). Numbers
 	// too small to represent round to zero, as in every JSON parser.

@@ -179,3 +179,33 @@ func ExampleWithMaxBytes() {
 	// true
 	// true
 }
+
+// A Go handler that decodes into a struct reads {"amount":100,"AMOUNT":5}
+// as 5 and the same members in the other order as 100, so a Builder
+// refuses such a body. WithCaseSensitiveNames(true) accepts it, for a
+// server that matches member names exactly.
+func ExampleWithCaseSensitiveNames() {
+	body := []byte(`{"amount": 100, "AMOUNT": 5}`)
+	_, err := fingerprint.New().Sum(body)
+	fmt.Println(errors.Is(err, fingerprint.ErrAmbiguousMember))
+	fmt.Println(err)
+	_, err = fingerprint.New(fingerprint.WithCaseSensitiveNames(true)).Sum(body)
+	fmt.Println(err)
+	// Output:
+	// true
+	// fingerprint: ambiguous member names: "AMOUNT" and "amount" differ only in case
+	// <nil>
+}
+
+// Builder.Canonicalize shows what a Builder hashes: RFC 8785, except that
+// an integer keeps its digits, as encoding/json reads it into an int64.
+func ExampleBuilder_Canonicalize() {
+	body := []byte(`{"id": 9007199254740993, "fee": 1.50, "qty": 1E3}`)
+	rfc, _ := fingerprint.Canonicalize(body)
+	exact, _ := fingerprint.New().Canonicalize(body)
+	fmt.Println(string(rfc))
+	fmt.Println(string(exact))
+	// Output:
+	// {"fee":1.5,"id":9007199254740992,"qty":1000}
+	// {"fee":1.5,"id":9007199254740993,"qty":1000}
+}

@@ -1,5 +1,7 @@
 package fingerprint
 
+import "unicode/utf8"
+
 // pattern is one compiled allow or deny path.
 type pattern struct {
 	steps []step
@@ -25,7 +27,13 @@ type filter struct {
 	root  []state   // the states before the first step
 }
 
-func compileFilter(allow, deny []string) (*filter, error) {
+// compileFilter compiles the allow and deny paths. With fold, a name step
+// of an allow path matches a member whose name equals it under Unicode
+// simple case folding, as encoding/json fills a struct field: a member
+// "Amount" is the handler's amount, and must count where "amount" is
+// allowed. Deny paths always match exactly: a case variant of a denied
+// name then counts, which can only make a fingerprint stricter.
+func compileFilter(allow, deny []string, fold bool) (*filter, error) {
 	f := &filter{}
 	for _, src := range deny {
 		steps, err := parsePath(src)
@@ -42,6 +50,9 @@ func compileFilter(allow, deny []string) (*filter, error) {
 		steps, err := parsePath(src)
 		if err != nil {
 			return nil, err
+		}
+		for i := range steps {
+			steps[i].fold = fold && steps[i].kind == stepName && utf8.ValidString(steps[i].name)
 		}
 		f.pats = append(f.pats, pattern{steps: steps, allow: true, deep: deep(steps)})
 		f.allow = true
@@ -151,7 +162,7 @@ func (w *work) advance(f *filter, lo, hi int, elem bool, name []byte, withAllow 
 			w.add(f, start, s)
 		case st.kind == stepElem && elem,
 			st.kind == stepAnyName && !elem,
-			st.kind == stepName && !elem && st.name == string(name):
+			st.kind == stepName && !elem && (st.name == string(name) || st.fold && equalFoldName(st.name, name)):
 			w.add(f, start, state{pat: s.pat, pos: s.pos + 1})
 		}
 	}

@@ -53,6 +53,9 @@ func TestGoldenDigests(t *testing.T) {
 		{"request form", request(New(), "POST", "/checkout", "application/x-www-form-urlencoded", "qty=2&sku=A-1&nonce=x&note=a+b%21"), "f1:cd868c3c0c5d73305c104e9eb327f19e4dc334bb30a4c35c03bb60d35cd10bc5"},
 		{"request bytes", request(New(), "PUT", "/files/report.csv", "text/csv", "a,b\n1,2\n"), "f1:a88976c49d2f967f7fad6f7b70f9b47c3f05864f73a4b0d238cde374c9b9e063"},
 		{"request no body", request(New(), "DELETE", "/orders/7", "", ""), "f1:3f46b1c91ecd220f9275fa702f6baddbcd4ba8d061ef77c7de269bb16aa8b863"},
+		// Integers beyond 2^53 count by their digits:
+		// {"amount":9007199254740993,"fee":18446744073709551616,"ref":-12345678901234567890123}.
+		{"exact integers", sum(New(), `{"amount": 9007199254740993, "fee": 18446744073709551616, "ref": -12345678901234567890123}`), "f1:bc5bc331156a4f7cf6b10f5643299cd5d5e56908b5b18f72c7d2ba24a587145c"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,14 +38,14 @@ func compareUTF16(x, y []byte) int {
 // holds no pointer, so that sorting costs the garbage collector nothing
 // (no write barriers) and the scratch slice needs no clearing.
 type keyRef struct {
-	a, b int32
-	tok  int32
-	dec  bool
+	a, b  int32
+	tok   int32
+	flags uint8 // the key token's: fDecoded, and fFoldy, fWide in foldNames mode
 }
 
 // refName returns the unescaped name r spans.
 func (p *parser) refName(r keyRef) []byte {
-	if r.dec {
+	if r.flags&fDecoded != 0 {
 		return p.dec[r.a:r.b]
 	}
 	return p.in[r.a:r.b]
@@ -59,7 +59,7 @@ func (p *parser) sortKeys(keys []int32) error {
 	refs := p.refs[:0]
 	for _, k := range keys {
 		t := p.toks[k]
-		refs = append(refs, keyRef{a: t.a, b: t.b, tok: k, dec: t.flags&fDecoded != 0})
+		refs = append(refs, keyRef{a: t.a, b: t.b, tok: k, flags: t.flags})
 	}
 	p.refs = refs
 	if len(refs) <= 12 {

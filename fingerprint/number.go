@@ -8,10 +8,11 @@ import (
 // number scans the number at in[i] (RFC 8259 grammar) and appends its token.
 // Most numbers never meet a float conversion: an integer of at most 15
 // digits (other than -0) is already in its ES6 form and stays a span of the
-// input, and any other literal with at most 15 significant digits and a
-// moderate exponent is rewritten textually (see shortDecimal). The rest is
-// converted once, here, so that a value out of range is found even where a
-// deny-list later drops it.
+// input, as does every integer (other than -0) in exactInts mode; any other
+// literal with at most 15 significant digits and a moderate exponent is
+// rewritten textually (see shortDecimal). The rest is converted once, here,
+// so that a value out of range is found even where a deny-list later drops
+// it.
 func (p *parser) number(i int) (int, error) {
 	in := p.in
 	j := i
@@ -62,6 +63,9 @@ func (p *parser) number(i int) (int, error) {
 		p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
 		return j, nil
 	}
+	if ie == j && in[d] != '0' && p.mode&exactInts != 0 {
+		return p.exactInt(i, j)
+	}
 	if d0, ok := p.shortDecimal(d > i, in[d:ie], in[fs:fe], in[ep:ee]); ok {
 		p.toks = append(p.toks, tok{kind: kNumber, flags: fDecoded, a: int32(d0), b: int32(len(p.dec))})
 		return j, nil
@@ -72,6 +76,26 @@ func (p *parser) number(i int) (int, error) {
 	}
 	p.toks = append(p.toks, tok{kind: kNumber, flags: fFloat, a: int32(len(p.nums))})
 	p.nums = append(p.nums, f)
+	return j, nil
+}
+
+// exactInt appends the integer literal in[i:j] as written: its digits are
+// its exact value, which is how encoding/json decodes it into an int64 or a
+// uint64. Up to 2^53 that is also the ES6 form of its double, so only
+// larger integers come out differently from RFC 8785. The literal must
+// still fit a double, as every number must: one of more than 308 digits is
+// checked against that range like any other number.
+func (p *parser) exactInt(i, j int) (int, error) {
+	d := i
+	if p.in[d] == '-' {
+		d++
+	}
+	if j-d > 308 {
+		if f, err := strconv.ParseFloat(string(p.in[i:j]), 64); err != nil || math.IsInf(f, 0) {
+			return i, errAt(ErrNumberRange, "number beyond the range of a double", i)
+		}
+	}
+	p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
 	return j, nil
 }
 

@@ -41,6 +41,7 @@ type config struct {
 	headers       []string
 	maxBytes      int64
 	maxDepth      int
+	caseSensitive bool
 }
 
 func defaults() config {
@@ -57,7 +58,10 @@ func defaults() config {
 // WithAllow makes only the body fields at these paths count (path syntax
 // and matching rules in the package documentation). Default: no allow-list,
 // every field counts except those denied. Deny paths still apply inside an
-// allowed field. Calls add up; a call with no paths changes nothing.
+// allowed field. A name in an allow path also matches the member names
+// encoding/json would read into the same struct field ("amount" reaches
+// "Amount" and "AMOUNT"), unless WithCaseSensitiveNames(true). Calls add
+// up; a call with no paths changes nothing.
 func WithAllow(paths ...string) Option {
 	return func(c *config) { c.allow = append(c.allow, paths...) }
 }
@@ -151,6 +155,27 @@ func WithMaxDepth(n int) Option {
 		}
 		c.maxDepth = n
 	}
+}
+
+// WithCaseSensitiveNames, when on, tells a Builder that the server matches
+// JSON member names exactly, as a map[string]T or encoding/json/v2 without
+// MatchCaseInsensitiveNames does: names that differ only in case are then
+// different fields, a body may hold both, and allow paths match names
+// exactly. Default: off, for servers that decode with encoding/json into
+// structs, which matches names case-insensitively and lets the last match
+// win; a Builder then refuses an object with two names equal under
+// Unicode simple case folding (ErrAmbiguousMember), and a name in an allow
+// path also matches the names equal to it under that folding. Deny paths
+// match exactly either way.
+//
+// The risk of turning it on behind a handler that does decode into
+// structs: {"amount":100,"AMOUNT":5} and {"AMOUNT":5,"amount":100} get one
+// fingerprint, the handler reads 5 from one and 100 from the other, and
+// the second is answered with the first one's response; and with
+// WithAllow("amount"), {"Amount":5} and {"Amount":500} share a
+// fingerprint, since "Amount" does not count.
+func WithCaseSensitiveNames(on bool) Option {
+	return func(c *config) { c.caseSensitive = on }
 }
 
 // DefaultRoute is the route function of a Builder unless WithRoute replaces

@@ -20,6 +20,8 @@ const (
 const (
 	fDecoded uint8 = 1 << iota // a string that held escapes, or a rewritten number; a,b index dec
 	fFloat                     // the number is not canonical as written; a indexes nums
+	fFoldy                     // foldNames mode: a name with a byte folding may change (nameClass)
+	fWide                      // foldNames mode: a name with a non-ASCII byte
 )
 
 // tok is one JSON token. It is 12 bytes so that large bodies stay cheap.
@@ -31,9 +33,10 @@ type tok struct {
 
 // frame is one open container while parsing.
 type frame struct {
-	tok  int32 // index of the container's token
-	mark int32 // len(keys) when the object opened
-	obj  bool
+	tok   int32 // index of the container's token
+	mark  int32 // len(keys) when the object opened
+	obj   bool
+	foldy bool // foldNames mode: a name has fFoldy, so close calls checkFold
 }
 
 // parser holds the scan of one body. Its slices are reused through a pool.
@@ -46,11 +49,29 @@ type parser struct {
 	keys  []int32   // key tokens of the objects still open
 	stack []frame
 	refs  []keyRef // scratch for sorting one object's names
+	fold  []keyRef // scratch for grouping one object's names by case folding
 	max   int      // depth limit
+	mode  mode
 }
 
-func (p *parser) reset(in []byte, maxDepth int) {
+// mode says how a parser reads a body where a Go server and RFC 8785
+// disagree. Canonicalize uses none of it: it is RFC 8785 alone.
+type mode uint8
+
+const (
+	// exactInts keeps the digits of every integer literal (no fraction,
+	// no exponent) instead of rounding it to a double: encoding/json
+	// decodes 9007199254740993 into an int64 exactly.
+	exactInts mode = 1 << iota
+	// foldNames rejects two member names of one object that are equal
+	// under Unicode simple case folding: encoding/json matches a struct
+	// field by such a name, the last match winning.
+	foldNames
+)
+
+func (p *parser) reset(in []byte, maxDepth int, m mode) {
 	p.in = in
+	p.mode = m
 	p.toks = p.toks[:0]
 	p.dec = p.dec[:0]
 	p.nums = p.nums[:0]
@@ -171,7 +192,12 @@ func (p *parser) key(i int) (int, error) {
 		return i, errAt(ErrInvalidJSON, "expected a member name, found "+quoteByte(p.in[i]), i)
 	}
 	p.keys = append(p.keys, int32(len(p.toks)))
-	i, err := p.str(i, kKey)
+	var err error
+	if p.mode&foldNames != 0 {
+		i, err = p.foldKey(i)
+	} else {
+		i, err = p.str(i, kKey)
+	}
 	if err != nil {
 		return i, err
 	}
@@ -199,6 +225,11 @@ func (p *parser) close() error {
 	if len(keys) > 1 {
 		if err := p.sortKeys(keys); err != nil {
 			return err
+		}
+		if f.foldy {
+			if err := p.checkFold(); err != nil {
+				return err
+			}
 		}
 	}
 	t.b = int32(len(p.order))

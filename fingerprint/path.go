@@ -18,6 +18,7 @@ const (
 type step struct {
 	kind stepKind
 	name string
+	fold bool // a stepName that matches under case folding (allow paths)
 }
 
 // parsePath compiles a field path such as "metadata.trace_id",

@@ -235,7 +235,7 @@ func TestMatchAgainstReference(t *testing.T) {
 				valid = append(valid, s)
 			}
 		}
-		f, err := compileFilter(nil, valid)
+		f, err := compileFilter(nil, valid, true)
 		if err != nil {
 			t.Fatal(err)
 		}

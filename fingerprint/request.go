@@ -15,8 +15,8 @@ import (
 // reads exactly what the client sent; closing it closes the original body.
 //
 // How the body counts depends on its Content-Type: application/json and any
-// +json type are canonicalized (RFC 8785) and filtered by the allow- and
-// deny-lists; application/x-www-form-urlencoded is canonicalized with its
+// +json type are canonicalized (RFC 8785 with exact integers) and filtered
+// by the allow- and deny-lists; application/x-www-form-urlencoded is canonicalized with its
 // fields sorted and the lists applied to its names; anything else, and any
 // body with a Content-Encoding other than identity, counts as its bytes
 // together with its media type. An empty body has its own fingerprint,

@@ -24,6 +24,10 @@ func Example() {
 
 	now = now.Add(time.Minute) // the owner crashed; its lease lapsed
 	_, claimed, _ = l.Reserve(ctx, key, "fp", 30*time.Second, 24*time.Hour)
+	fmt.Println("lapsed, owner's grace:", claimed)
+
+	now = now.Add(10 * time.Second) // the grace, a quarter of the lease, lapsed too
+	_, claimed, _ = l.Reserve(ctx, key, "fp", 30*time.Second, 24*time.Hour)
 	fmt.Println("takeover:", claimed)
 
 	err := l.Complete(ctx, key, rec.Token, []byte("late"), 24*time.Hour)
@@ -31,6 +35,7 @@ func Example() {
 	// Output:
 	// first claim: true
 	// duplicate claim: false
+	// lapsed, owner's grace: false
 	// takeover: true
 	// stale owner: idem: lease lost
 }

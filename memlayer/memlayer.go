@@ -49,6 +49,10 @@ type entry struct {
 	result      []byte
 	leaseUntil  time.Time
 	expiresAt   time.Time
+	// grace is set when a Reserve found the lease lapsed and extended it by
+	// a grace instead of taking it over; the next lapse is a takeover. A
+	// renewal clears it.
+	grace bool
 }
 
 // New returns an empty Layer.
@@ -90,13 +94,15 @@ func (l *Layer) live(key idem.Key, now time.Time) *entry {
 	return e
 }
 
-func (e *entry) record(key idem.Key) idem.Record {
+// record returns what a reader sees at now: no token.
+func (e *entry) record(key idem.Key, now time.Time) idem.Record {
 	r := idem.Record{
 		Key:         key,
 		Fingerprint: e.fingerprint,
 		State:       e.state,
 		LeaseUntil:  e.leaseUntil,
 		ExpiresAt:   e.expiresAt,
+		ExpiresIn:   e.expiresAt.Sub(now),
 	}
 	if e.result != nil {
 		r.Result = append([]byte{}, e.result...)
@@ -120,10 +126,23 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		l.sweep(now)
 	}
 	e := l.live(key, now)
-	if e != nil && !(e.state == idem.StateInProgress && e.fingerprint == fingerprint && !now.Before(e.leaseUntil)) {
-		return e.record(key), false, nil
+	if e != nil {
+		if e.state != idem.StateInProgress || e.fingerprint != fingerprint || now.Before(e.leaseUntil) {
+			return e.record(key, now), false, nil
+		}
+		if !e.grace {
+			// The lease lapsed: the owner gets a grace of lease/4 before
+			// anyone takes over, so that a completion it is still retrying
+			// lands first.
+			e.grace = true
+			e.leaseUntil = now.Add(lease / 4)
+			if e.expiresAt.Before(e.leaseUntil) {
+				e.expiresAt = e.leaseUntil
+			}
+			return e.record(key, now), false, nil
+		}
 	}
-	// New claim or takeover of an expired lease.
+	// New claim, or takeover of a lease whose grace lapsed too.
 	e = &entry{
 		fingerprint: fingerprint,
 		state:       idem.StateInProgress,
@@ -132,7 +151,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		expiresAt:   now.Add(max(ttl, lease)),
 	}
 	l.records[key.Digest()] = e
-	r := e.record(key)
+	r := e.record(key, now)
 	r.Token = e.token
 	return r, true, nil
 }
@@ -199,6 +218,7 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 		return idem.ErrLeaseLost
 	}
 	e.leaseUntil = now.Add(lease)
+	e.grace = false
 	if e.expiresAt.Before(e.leaseUntil) {
 		e.expiresAt = e.leaseUntil
 	}
@@ -212,11 +232,12 @@ func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.live(key, l.now())
+	now := l.now()
+	e := l.live(key, now)
 	if e == nil {
 		return idem.Record{}, idem.ErrNotFound
 	}
-	return e.record(key), nil
+	return e.record(key, now), nil
 }
 
 // sweepVisit bounds how many records one sweep looks at, so that a sweep

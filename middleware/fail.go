@@ -114,6 +114,7 @@ func fingerprintProblem(err error) problemKind {
 	case errors.Is(err, fingerprint.ErrTooLarge):
 		return problemBodyTooLarge
 	case errors.Is(err, fingerprint.ErrInvalidJSON), errors.Is(err, fingerprint.ErrDuplicateMember),
+		errors.Is(err, fingerprint.ErrAmbiguousMember),
 		errors.Is(err, fingerprint.ErrNumberRange), errors.Is(err, fingerprint.ErrInvalidString),
 		errors.Is(err, fingerprint.ErrTooDeep):
 		return problemBodyInvalid

@@ -191,6 +191,7 @@ func TestProblemDetailsForClients(t *testing.T) {
 		{"malformed key", strings.Repeat("k", 300), `{}`, ProblemKeyMalformed},
 		{"broken JSON", "k1", `{"amount":`, ProblemBodyInvalid},
 		{"duplicate member", "k2", `{"a":1,"a":2}`, ProblemBodyInvalid},
+		{"ambiguous member", "k3", `{"amount":100,"AMOUNT":5}`, ProblemBodyInvalid},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(c.body))

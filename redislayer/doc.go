@@ -14,9 +14,11 @@
 //	prefix{<key hex>}:done   channel of completions, releases and fills
 //
 // The prefix is "idem:" unless WithPrefix says otherwise. The value is a
-// fixed 74-byte header (state, waited flag, owner token, lease mark, lease
-// end, expiry, fingerprint length; numbers in zero-padded decimal) followed
-// by the fingerprint and, once completed, the result (see value.go). One value,
+// fixed 74-byte header (state, waited flag, owner token, lease mark — the
+// retention once completed —, lease end, expiry, fingerprint length;
+// numbers in zero-padded decimal) followed by the fingerprint and, once
+// completed, the result (see value.go). The state is '1' in progress, '3'
+// in progress within a grace (below), '2' completed. One value,
 // rather than a hash, lets Reserve claim or read with a single plain SET;
 // a fixed header, rather than idem.MarshalRecord's varint layout, lets the
 // scripts read the state and token with string.sub and GETRANGE without
@@ -26,9 +28,14 @@
 // Every key has a TTL, and Redis's TTL is the only clock that decides: a
 // claim stores the record for T = max(ttl, lease) with a lease mark of
 // T - lease, and its lease has lapsed once the key's PTTL has run down to
-// the mark. Renew moves the mark (raising the TTL if needed); Complete
-// re-arms the TTL to ttl. So leases and retention follow Redis's expiry,
-// and miniredis's FastForward moves both. The lease end and expiry in the
+// the mark. The first Reserve with the same fingerprint that finds the
+// lease lapsed grants the owner a grace of a quarter of the lease it
+// passes: it moves the mark by the grace (raising the TTL if needed) and
+// sets the state to '3', keeping the token; a Reserve that finds the grace
+// lapsed too takes the key over. Renew moves the mark (raising the TTL if
+// needed) and sets the state back to '1', so the next lapse gets a grace
+// again; Complete re-arms the TTL to ttl. So leases, graces and retention
+// follow Redis's expiry, and miniredis's FastForward moves them all. The lease end and expiry in the
 // header are for readers (idem.Record.LeaseUntil and ExpiresAt), taken from
 // the writer's clock. Durations are rounded up to whole milliseconds,
 // never down to 0: PEXPIRE 0 deletes a key at once (the trap of a
@@ -36,25 +43,47 @@
 //
 // # Commands, scripts, and why not redislock
 //
-// Reserve is one plain command in the common cases, and no script. While
-// most keys it sees arrive new, it sends SET key claim NX PX T GET, which
-// stores the claim (an in-progress record with a token minted in Go by
-// idem.NewToken, never derived from the key) if nothing is there, and
-// returns what is there otherwise, writing nothing: a completed record is a
-// replay, an in-progress record with another fingerprint is answered as it
-// is (never taken over). Only an in-progress record with the same
-// fingerprint needs reserve.lua, a second round trip that takes it over
-// atomically if its lease has lapsed. reserve.lua alone does the whole
-// claim-or-read on Redis before 7.0, which refuses NX with GET. A plain
-// command, not a script, serves the hot path because a script costs Redis
-// several times a GET of the same value (measured here: about 2 µs of
-// server time for an empty script, 6 µs for one that returns a 1 KiB
-// value, against 0.5 µs for a GET of it), which would cost duplicates a
-// fifth or more of their throughput. While most keys arrive taken (a burst
-// of retries, a redelivered queue), Reserve sends a plain GET first: a
-// duplicate then costs Redis's cheapest read, and a new key costs that GET
-// and the claim. The layer judges the mix over its last few dozen calls;
-// WithReserveOrder fixes the order instead.
+// Reserve is one plain command in the common cases, and no script, sent in
+// a pipeline after a PTTL of the key (one round trip). While most keys it
+// sees arrive new, it sends SET key claim NX PX T GET, which stores the
+// claim (an in-progress record with a token minted in Go by idem.NewToken,
+// never derived from the key) if nothing is there, and returns what is
+// there otherwise, writing nothing: a completed record is a replay, an
+// in-progress record with another fingerprint is answered as it is (never
+// taken over). Only an in-progress record with the same fingerprint needs
+// reserve.lua, a second round trip that decides atomically whether its
+// lease has lapsed, and then grants its grace or, once the grace lapsed
+// too, takes it over. reserve.lua alone does the whole claim-or-read on
+// Redis before 7.0, which refuses NX with GET. A plain command, not a
+// script, serves the hot path because a script costs Redis several times a
+// GET of the same value (measured here: about 2 µs of server time for an
+// empty script, 6 µs for one that returns a 1 KiB value, against 0.5 µs for
+// a GET of it), which would cost duplicates a fifth or more of their
+// throughput. While most keys arrive taken (a burst of retries, a
+// redelivered queue), Reserve sends a plain GET first: a duplicate then
+// costs Redis's cheapest read, and a new key costs that GET and the claim.
+// The layer judges the mix over its last few dozen calls; WithReserveOrder
+// fixes the order instead.
+//
+// # ExpiresIn
+//
+// Every record the layer returns carries ExpiresIn, how long it had at
+// least left by Redis's clock, so that a cache of it (the tiered Store's)
+// never outlives it whatever the application's clock says. Get, Wait and
+// reserve.lua read the record and its PTTL in one script. Reserve's
+// pipeline reads the PTTL just before the GET or SET NX GET, not
+// atomically, so it takes the smaller of the PTTL and the record's mark:
+// a completed record's mark is its retention and an in-progress record's
+// lease mark is at most its TTL when written, so a record written between
+// the two commands still lives at least that long, and one that was there
+// for the PTTL lives at least the PTTL (a completed record's TTL never
+// changes). For a completed record that is its exact PTTL; an in-progress
+// record shown to another fingerprint (a mismatch) may get a smaller
+// figure, down to 0 when its lease is as long as its retention. Redis
+// counts whole milliseconds, so one is taken off every figure. A completed
+// record written by a version of the layer that did not store its
+// retention gets 0 from Reserve (the layer cannot tell) and its PTTL from
+// Get.
 //
 // The other operations are Lua scripts (files *.lua, embedded), run with
 // Script.Run: EVALSHA, and EVAL when the server lacks it.
@@ -71,7 +100,8 @@
 //
 // go-redis re-sends a command after some network errors, so each one is
 // safe to run twice with the same arguments: a re-sent claim finds its own
-// token and stays claimed, a re-sent Complete finds the record completed by
+// token and stays claimed, a re-sent grace finds the grace running and
+// answers in progress, a re-sent Complete finds the record completed by
 // its token and returns success, a re-sent Release finds nothing to release.
 //
 // bsm/redislock is not used, although a claim has its shape (a random token
@@ -114,9 +144,9 @@
 //
 // # Cluster notes
 //
-// Each command and script touches the one key of one idempotency key, so it
-// runs on the node that owns the key's slot, and the channel name shares the
-// hash tag. The scripts read no clock and are deterministic. SET with NX and
+// Each command, pipeline and script touches the one key of one idempotency
+// key, so it runs on the node that owns the key's slot, and the channel name
+// shares the hash tag. The scripts read no clock and are deterministic. SET with NX and
 // GET needs Redis 7.0; older servers get reserve.lua instead. Completion
 // messages cross the cluster bus to the node the layer's subscription sits
 // on.

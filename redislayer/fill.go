@@ -12,8 +12,9 @@ import (
 // completed, for ttl (rounded up to whole milliseconds), replacing an
 // in-progress record under rec.Key whatever its token, and wakes the key's
 // waiters. An existing completed record is left as it is and Fill returns
-// nil. rec.LeaseUntil and rec.ExpiresAt are ignored: the record expires ttl
-// from now.
+// nil. rec.LeaseUntil, rec.ExpiresAt and rec.ExpiresIn are ignored: the
+// record expires ttl from now (a caller that must not let the copy outlive
+// the record it copies passes no more than rec.ExpiresIn).
 //
 // When rec.Token is an idem token it is remembered (never shown to
 // readers), so that the owner holding it gets nil from a later Complete, as
@@ -36,7 +37,8 @@ func (l *Layer) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) er
 		return err
 	}
 	ms := millis(ttl)
-	v := encode(stateCompleted, rec.Token, 0, 0, time.Now().UnixMilli()+ms, rec.Fingerprint, rec.Result)
+	// The mark of a completed record is its retention (see value.go).
+	v := encode(stateCompleted, rec.Token, ms, 0, time.Now().UnixMilli()+ms, rec.Fingerprint, rec.Result)
 	c, cancel := l.bound(ctx)
 	err := fillScript.Run(c, l.client, []string{l.name(rec.Key)}, v, ms).Err()
 	cancel()

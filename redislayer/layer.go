@@ -3,6 +3,7 @@ package redislayer
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,14 +19,18 @@ var (
 	_ idem.Filler = (*Layer)(nil)
 )
 
-// Client is what the layer needs of a go-redis client: scripts, a command
-// (Reserve's SET NX PX GET), and a subscription for Wait. *redis.Client (also what redis.NewFailoverClient
-// returns for Sentinel), *redis.ClusterClient and *redis.Ring meet it, and so
-// does a test wrapper around any of them.
+// Client is what the layer needs of a go-redis client: scripts, a command,
+// a pipeline (Reserve's PTTL with its GET or SET NX PX GET, in one round
+// trip), and a subscription for Wait. *redis.Client (also what
+// redis.NewFailoverClient returns for Sentinel), *redis.ClusterClient and
+// *redis.Ring meet it, and so does a test wrapper around any of them.
 type Client interface {
 	redis.Scripter
 	// Process runs one command.
 	Process(ctx context.Context, cmd redis.Cmder) error
+	// Pipeline returns a pipeline, whose commands go to the server in one
+	// round trip.
+	Pipeline() redis.Pipeliner
 	// Subscribe opens a subscription (go-redis PubSub) to channels.
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
@@ -48,7 +53,8 @@ type Layer struct {
 	order     ReserveOrder
 	hub       *hub
 
-	seen mix.Existing // the share of Reserve calls that found their key taken
+	seen  mix.Existing // the share of Reserve calls that found their key taken
+	pipes sync.Pool    // of redis.Pipeliner over client, empty between uses
 
 	// scriptOnly is set once the server refused SET with both NX and GET
 	// (Redis before 7.0): Reserve then runs reserve.lua alone.
@@ -76,6 +82,7 @@ func New(client Client, opts ...Option) *Layer {
 		panic("redislayer: the key prefix must not contain '{' or '}'")
 	}
 	l.hub = newHub(client)
+	l.pipes.New = func() any { return client.Pipeline() }
 	return l
 }
 

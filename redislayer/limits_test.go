@@ -85,7 +85,8 @@ func TestInvalidDurations(t *testing.T) {
 }
 
 // TestKeyShape pins the storage shape: one string under prefix{hex}, with
-// a TTL, holding the state, the token and the fingerprint.
+// a TTL, holding the state, the token and the fingerprint; once completed,
+// the retention in place of the lease mark.
 func TestKeyShape(t *testing.T) {
 	l, m := miniLayer(t, redislayer.WithPrefix("shape:"))
 	k := idem.NewKey("limits", "shape")
@@ -107,7 +108,7 @@ func TestKeyShape(t *testing.T) {
 	if err := l.Complete(t.Context(), k, rec.Token, []byte("ok"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := m.Get(name); v[0] != '2' || v[24:54] != strings.Repeat("0", 30) || v[69:] != "00002fpok" || m.TTL(name) != time.Minute {
+	if v, _ := m.Get(name); v[0] != '2' || v[24:39] != "000000000060000" || v[39:54] != strings.Repeat("0", 15) || v[69:] != "00002fpok" || m.TTL(name) != time.Minute {
 		t.Fatalf("completed: stored %q, TTL %v", v, m.TTL(name))
 	}
 }

@@ -13,6 +13,8 @@ import (
 // Complete implements idem.Layer with a token compare-and-set
 // (complete.lua): the record becomes completed with result, kept for ttl
 // (rounded up to whole milliseconds), and the key's waiters are woken. The
+// owner completes within the grace a Reserve granted it, or after its
+// lease lapsed as long as no one took the key over. The
 // owner token stays in the record, never shown to readers, so that Complete
 // re-sent with the same token returns nil and changes nothing. Another
 // token, a missing record or a record taken over gives idem.ErrLeaseLost; a
@@ -45,8 +47,10 @@ func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 // lease mark is moved so that the lease lapses lease from now (rounded up to
 // whole milliseconds), and the record's TTL is raised to lease if it would
 // end first. A renewal succeeds while the token still owns the in-progress
-// record, even if its lease lapsed and no one took it over yet. Another
-// token, a missing or completed record gives idem.ErrLeaseLost.
+// record, even if its lease lapsed and no one took it over yet (within the
+// grace a Reserve granted, or after it); it ends the grace, so the next
+// lapse gets one again. Another token, a missing or completed record gives
+// idem.ErrLeaseLost.
 func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease time.Duration) error {
 	if key.IsZero() {
 		return idem.ErrInvalidKey
@@ -90,7 +94,7 @@ func (l *Layer) checkResult(result []byte, ttl time.Duration) error {
 }
 
 // Get implements idem.Layer (get.lua): the live record without its token,
-// or idem.ErrNotFound.
+// with ExpiresIn from its PTTL, or idem.ErrNotFound.
 func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	rec, _, err := l.read(ctx, key, false)
 	return rec, err
@@ -136,8 +140,8 @@ func (l *Layer) read(ctx context.Context, key idem.Key, waiter bool) (idem.Recor
 		return idem.Record{}, 0, err
 	}
 	var left time.Duration
-	if s.state == stateInProgress {
+	if s.inProgress() {
 		left = time.Duration(max(pttl-s.mark, 0)) * time.Millisecond
 	}
-	return s.record(key, ""), left, nil // "": copy the fingerprint out of v
+	return s.record(key, "", leftMillis(pttl)), left, nil // "": copy the fingerprint out of v
 }

@@ -1,6 +1,7 @@
 package redislayer_test
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync/atomic"
@@ -33,6 +34,19 @@ func (c twice) Process(ctx context.Context, cmd redis.Cmder) error {
 func (c twice) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
 	_ = c.Client.Eval(ctx, script, keys, args...)
 	return c.Client.Eval(ctx, script, keys, args...)
+}
+
+func (c twice) Pipeline() redis.Pipeliner { return twicePipe{c.Client.Pipeline()} }
+
+// twicePipe is a pipeline that runs its commands two times, as go-redis
+// re-sends a pipeline whose replies were lost.
+type twicePipe struct{ redis.Pipeliner }
+
+func (p twicePipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
+	cmds := slices.Clone(p.Cmds())
+	_, _ = p.Pipeliner.Exec(ctx)
+	_ = p.Pipeliner.BatchProcess(ctx, cmds...)
+	return p.Pipeliner.Exec(ctx)
 }
 
 // TestConformanceResent runs the suite with every script applied twice: a
@@ -72,13 +86,45 @@ type redisError string
 func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError()     {}
 
+// refuse answers SET with NX and GET as a Redis before 7.0 does.
+func (c oldServer) refuse(cmd redis.Cmder) bool {
+	if cmd.Name() != "set" || !slices.Contains(cmd.Args(), any("get")) {
+		return false
+	}
+	c.refused.Add(1)
+	cmd.SetErr(redisError("ERR syntax error"))
+	return true
+}
+
 func (c oldServer) Process(ctx context.Context, cmd redis.Cmder) error {
-	if cmd.Name() == "set" && slices.Contains(cmd.Args(), any("get")) {
-		c.refused.Add(1)
-		cmd.SetErr(redisError("ERR syntax error"))
+	if c.refuse(cmd) {
 		return cmd.Err()
 	}
 	return c.Client.Process(ctx, cmd)
+}
+
+func (c oldServer) Pipeline() redis.Pipeliner { return oldPipe{c.Client.Pipeline(), c} }
+
+// oldPipe is a pipeline to a Redis before 7.0: SET with NX and GET fails,
+// the other commands run.
+type oldPipe struct {
+	redis.Pipeliner
+	server oldServer
+}
+
+func (p oldPipe) Exec(ctx context.Context) ([]redis.Cmder, error) {
+	cmds := slices.Clone(p.Cmds())
+	p.Discard()
+	var err error
+	for _, cmd := range cmds {
+		if p.server.refuse(cmd) {
+			err = cmp.Or(err, cmd.Err())
+			continue
+		}
+		_ = p.Pipeliner.Process(ctx, cmd)
+	}
+	_, perr := p.Pipeliner.Exec(ctx)
+	return cmds, cmp.Or(err, perr)
 }
 
 // TestConformanceOldServer: on a server that refuses NX with GET, Reserve

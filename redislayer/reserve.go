@@ -15,12 +15,17 @@ import (
 // recent mix of new keys and duplicates): a GET answers a duplicate, and
 // SET NX PX GET stores the claim (an in-progress record with a token minted
 // here by idem.NewToken, never derived from the key) unless a record is
-// there, and returns that record otherwise. A completed record is a replay;
-// an in-progress record with another fingerprint is returned as it is (it is
-// never taken over). Only an in-progress record with the same fingerprint
-// costs a second round trip, reserve.lua, which takes it over with the new
-// token if its lease has lapsed, atomically. A claim re-sent by go-redis
-// after a lost reply finds its own token and stays this caller's claim.
+// there, and returns that record otherwise. Either command goes in a
+// pipeline after a PTTL of the key, from which the record's ExpiresIn is
+// learnt (see value.go). A completed record is a replay; an in-progress
+// record with another fingerprint is returned as it is (it is never taken
+// over). Only an in-progress record with the same fingerprint costs a
+// second round trip, reserve.lua, which decides atomically whether its
+// lease has lapsed: the first Reserve to find it lapsed grants the owner a
+// grace of lease/4 (the lease this call passes) and answers in progress, and
+// one that finds the grace lapsed too takes it over with the new token. A
+// claim re-sent by go-redis after a lost reply finds its own token and
+// stays this caller's claim.
 //
 // The record lives for max(ttl, lease) and its lease lapses when Redis has
 // counted lease off that TTL (durations are rounded up to whole
@@ -43,25 +48,25 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		return idem.Record{}, false, err
 	}
 	name := l.name(key)
+	arg := any(name) // boxed once for both commands of a pipeline
 	c, cancel := l.bound(ctx)
 	defer cancel()
 	viaScript := l.scriptOnly.Load()
 	if !viaScript && l.readFirst() {
-		cmd := redis.NewStringCmd(c, "get", name)
-		_ = l.client.Process(c, cmd)
-		v, err := cmd.Result()
+		cmd := redis.NewStringCmd(c, "get", arg)
+		pttl, err := l.afterPTTL(c, arg, cmd)
 		switch {
 		case isNil(err): // a new key: claim it below
 		case err != nil:
 			return idem.Record{}, false, l.fail(ctx, "reserve", err)
 		default:
-			s, err := decode(v)
+			s, err := decode(cmd.Val())
 			if err != nil {
 				return idem.Record{}, false, err
 			}
-			if s.state == stateCompleted || s.fp != fingerprint {
+			if !s.inProgress() || s.fp != fingerprint {
 				l.seen.Learn(true)
-				return s.record(key, fingerprint), false, nil
+				return s.record(key, fingerprint, s.expiresIn(pttl)), false, nil
 			}
 			// In progress with this fingerprint: only reserve.lua can
 			// tell whether its lease has lapsed.
@@ -72,25 +77,36 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	leaseMs, ttlMs := millis(lease), max(millis(ttl), millis(lease))
 	now := time.Now().UnixMilli()
 	claim := encode(stateInProgress, token, ttlMs-leaseMs, now+leaseMs, now+ttlMs, fingerprint, nil)
+	claimed := func() (idem.Record, bool, error) {
+		l.seen.Learn(false)
+		// The key was set for ttlMs during this call.
+		return idem.Record{Key: key, Fingerprint: fingerprint, State: idem.StateInProgress, Token: token,
+			LeaseUntil: fromMillis(now + leaseMs), ExpiresAt: fromMillis(now + ttlMs), ExpiresIn: leftMillis(ttlMs)}, true, nil
+	}
 
-	var v string
-	var err error
+	var (
+		v    string
+		pttl int64
+		err  error
+	)
 	if !viaScript {
-		cmd := redis.NewStringCmd(c, "set", name, claim, "px", ttlMs, "nx", "get")
-		_ = l.client.Process(c, cmd)
-		v, err = cmd.Result()
+		cmd := redis.NewStringCmd(c, "set", arg, claim, "px", ttlMs, "nx", "get")
+		pttl, err = l.afterPTTL(c, arg, cmd)
+		v = cmd.Val()
 		if err != nil && !isNil(err) && redis.HasErrorPrefix(err, "syntax error") { // go-redis trims "ERR "
 			l.scriptOnly.Store(true) // Redis < 7.0: no NX with GET
 			viaScript = true
 		}
 	}
-	if viaScript || (err == nil && sameOwnerCandidate(v, fingerprint, token)) {
-		v, err = reserveScript.Run(c, l.client, []string{name}, claim, ttlMs).Text()
+	scripted := viaScript || (err == nil && sameOwnerCandidate(v, fingerprint, token))
+	if scripted {
+		graceMs := millis(lease / 4)
+		graceEnd := make([]byte, numWidth)
+		putNum(graceEnd, now+graceMs)
+		v, pttl, err = l.reserveScript(c, name, claim, ttlMs, graceMs, graceEnd)
 	}
 	if isNil(err) {
-		l.seen.Learn(false)
-		return idem.Record{Key: key, Fingerprint: fingerprint, State: idem.StateInProgress, Token: token,
-			LeaseUntil: fromMillis(now + leaseMs), ExpiresAt: fromMillis(now + ttlMs)}, true, nil
+		return claimed()
 	}
 	if err != nil {
 		return idem.Record{}, false, l.fail(ctx, "reserve", err)
@@ -99,21 +115,60 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	if err != nil {
 		return idem.Record{}, false, err
 	}
-	if s.state == stateInProgress && s.token == token {
+	if s.inProgress() && s.token == token {
 		// SET NX GET re-sent by go-redis after it had stored our claim.
-		l.seen.Learn(false)
-		rec := s.record(key, fingerprint)
-		rec.Token = token
-		return rec, true, nil
+		return claimed()
 	}
 	l.seen.Learn(true)
-	return s.record(key, fingerprint), false, nil
+	left := s.expiresIn(pttl)
+	if scripted {
+		left = leftMillis(pttl) // the script read the PTTL with the record
+	}
+	return s.record(key, fingerprint, left), false, nil
+}
+
+// afterPTTL sends PTTL name and then cmd in one pipeline, one round trip,
+// and returns the PTTL (ms; -2 when the key was missing). The error is
+// cmd's (redis.Nil when GET or SET NX GET found no key).
+func (l *Layer) afterPTTL(ctx context.Context, name any, cmd redis.Cmder) (int64, error) {
+	pttl := redis.NewIntCmd(ctx, "pttl", name)
+	p := l.pipes.Get().(redis.Pipeliner)
+	_ = p.BatchProcess(ctx, pttl, cmd)
+	_, _ = p.Exec(ctx) // each command keeps its own error
+	l.pipes.Put(p)
+	if err := cmd.Err(); err != nil {
+		return 0, err
+	}
+	return pttl.Result()
+}
+
+// reserveScript runs reserve.lua: nil (redis.Nil) when the claim was
+// stored, else the record and its PTTL.
+func (l *Layer) reserveScript(ctx context.Context, name string, claim []byte, ttlMs, graceMs int64, graceEnd []byte) (string, int64, error) {
+	reply, err := reserveScript.Run(ctx, l.client, []string{name}, claim, ttlMs, graceMs, graceEnd).Slice()
+	if err != nil {
+		return "", 0, err
+	}
+	var v string
+	var pttl int64
+	ok := len(reply) == 2
+	if ok {
+		v, ok = reply[0].(string)
+	}
+	if ok {
+		pttl, ok = reply[1].(int64)
+	}
+	if !ok {
+		return "", 0, errReply("reserve", reply)
+	}
+	return v, pttl, nil
 }
 
 // sameOwnerCandidate reports whether the record v that SET NX GET found may
-// be taken over by a claim for fingerprint: in progress, same fingerprint,
-// another token. Only reserve.lua can tell whether its lease has lapsed.
+// be taken over by a claim for fingerprint, or its owner granted a grace:
+// in progress, same fingerprint, another token. Only reserve.lua can tell
+// whether its lease has lapsed.
 func sameOwnerCandidate(v, fingerprint, token string) bool {
 	s, err := decode(v)
-	return err == nil && s.state == stateInProgress && s.fp == fingerprint && s.token != token
+	return err == nil && s.inProgress() && s.fp == fingerprint && s.token != token
 }

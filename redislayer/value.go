@@ -2,6 +2,7 @@ package redislayer
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/idemkit/idem"
@@ -11,11 +12,15 @@ import (
 // with string.sub at known offsets, then the fingerprint and the result.
 //
 //	offset  size  field
-//	0       1     state: '1' in progress, '2' completed
+//	0       1     state: '1' in progress, '3' in progress within the grace
+//	              a Reserve granted when it found the lease lapsed, '2'
+//	              completed
 //	1       1     waited: '1' once a Wait has read the in-progress record
 //	2       22    owner token (idem.TokenSize); '.' × 22 when none
-//	24      15    lease mark: the record's PTTL (ms) at or below which the
-//	              lease has lapsed; 0 once completed
+//	24      15    mark: in progress, the record's PTTL (ms) at or below which
+//	              the lease has lapsed; completed, the retention (ms) the
+//	              record was stored with (0 when written by a version that
+//	              did not store it)
 //	39      15    lease end, Unix ms (0 once completed)
 //	54      15    expiry, Unix ms
 //	69      5     fingerprint length
@@ -29,10 +34,21 @@ import (
 // TTL, with no clock but Redis's expiry (and miniredis's FastForward moves
 // it too). The two times are for readers only, from the writer's clock.
 //
+// Every write that sets a record's TTL stores a mark no greater than that
+// TTL, and no write shortens the TTL of a record it leaves as it was (a
+// renewal or a grace only raises an in-progress record's, a waiter's flag
+// keeps it, and a completed record's never changes; a completion or a
+// takeover writes another record). So a record read right after a PTTL of
+// its key lives, from the moment the PTTL was sent, at least the smaller of
+// that PTTL and its mark: either it was there when the PTTL ran, or it was
+// written later with a TTL of at least its mark. That is how Reserve learns
+// ExpiresIn in one round trip without a script.
+//
 // The waited flag spares Complete and Release a PUBLISH when no one waits,
 // which is nearly always: a Wait sets it in the same script that reads the
 // record, so a completion either comes before that read (the waiter sees
-// it) or sees the flag (and publishes). A takeover and a renewal keep it.
+// it) or sees the flag (and publishes). A takeover, a grace and a renewal
+// keep it.
 const (
 	offWaited = 1
 	offToken  = 2
@@ -51,6 +67,7 @@ const (
 
 	stateInProgress = '1'
 	stateCompleted  = '2'
+	stateGrace      = '3'
 	noToken         = "......................" // not base64url: matches no token
 )
 
@@ -105,7 +122,7 @@ type stored struct {
 
 func decode(v string) (stored, error) {
 	var s stored
-	if len(v) < hdrSize || (v[0] != stateInProgress && v[0] != stateCompleted) {
+	if len(v) < hdrSize || (v[0] != stateInProgress && v[0] != stateCompleted && v[0] != stateGrace) {
 		return s, fmt.Errorf("%w: redislayer: malformed record (%d bytes)", idem.ErrUnavailable, len(v))
 	}
 	s.state, s.token = v[0], v[offToken:offMark]
@@ -122,11 +139,14 @@ func decode(v string) (stored, error) {
 	return s, nil
 }
 
+// inProgress reports whether s is in progress, within a grace or not.
+func (s stored) inProgress() bool { return s.state != stateCompleted }
+
 // record converts s into the record a reader sees: no token, the result
-// copied. fingerprint is the caller's; when s has the same one, the record
-// shares the caller's string instead of pinning v.
-func (s stored) record(key idem.Key, fingerprint string) idem.Record {
-	rec := idem.Record{Key: key, Fingerprint: fingerprint, ExpiresAt: fromMillis(s.expiry)}
+// copied, left as ExpiresIn. fingerprint is the caller's; when s has the
+// same one, the record shares the caller's string instead of pinning v.
+func (s stored) record(key idem.Key, fingerprint string, left time.Duration) idem.Record {
+	rec := idem.Record{Key: key, Fingerprint: fingerprint, ExpiresAt: fromMillis(s.expiry), ExpiresIn: left}
 	if s.fp != fingerprint {
 		rec.Fingerprint = string(append([]byte(nil), s.fp...))
 	}
@@ -138,6 +158,31 @@ func (s stored) record(key idem.Key, fingerprint string) idem.Record {
 		rec.LeaseUntil = fromMillis(s.lease)
 	}
 	return rec
+}
+
+// expiresIn returns how long s, read right after a PTTL of its key that
+// answered pttl (ms) in the same pipeline, lives at least from the moment
+// the PTTL was sent: the smaller of the PTTL and the mark, or the mark alone
+// when the key was missing then (-2: the record was written later, with a
+// TTL of at least its mark). Redis counts whole milliseconds, so one is
+// taken off. Zero when the key had no TTL (-1), which the layer never
+// leaves.
+func (s stored) expiresIn(pttl int64) time.Duration {
+	b := s.mark
+	if pttl != -2 {
+		if pttl < 0 {
+			return 0
+		}
+		b = min(b, pttl)
+	}
+	return leftMillis(b)
+}
+
+// leftMillis converts a remaining life in whole milliseconds, as Redis
+// counts it, to ExpiresIn: less one millisecond, since Redis's clock reads
+// whole milliseconds and the moment it stood for may be up to one later.
+func leftMillis(ms int64) time.Duration {
+	return time.Duration(max(ms-1, 0)) * time.Millisecond
 }
 
 // resultBytes returns the result bytes of a value, without copying them.

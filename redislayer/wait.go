@@ -25,9 +25,12 @@ const leaseSlack = 5 * time.Millisecond
 //   - the completed record (Token ""), or
 //   - idem.ErrNotFound when the record is gone (released or expired), or
 //     when its owner's lease lapsed without renewal: the owner is presumed
-//     dead and the caller's next Reserve takes the key over.
+//     dead, and the caller's next Reserve grants it a grace (and Wait
+//     waits again, until the owner's late completion or the grace's end)
+//     or, once the grace lapsed too, takes the key over.
 //
-// A record taken over by a new owner is still in progress: Wait goes on. A
+// A record taken over by a new owner is still in progress: Wait goes on.
+// The completed record carries ExpiresIn from its PTTL. A
 // waiter costs a constant number of commands, not one per unit of time: two
 // reads to start, a read per message, and a read when the owner's lease is
 // due to lapse (to see whether it was renewed; an owner renewing as

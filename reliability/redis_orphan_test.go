@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -115,6 +116,9 @@ func TestMismatchingClaimDoesNotRefuseCorrectRetry(t *testing.T) {
 		}
 		other := b.node(t)
 		inSQL, proceed := make(chan struct{}), make(chan struct{})
+		var release sync.Once
+		letGo := func() { release.Do(func() { close(proceed) }) }
+		t.Cleanup(letGo) // before the node closes, should the test stop early
 		other.sql.Hook(faultlayer.Reserve, func(context.Context) error {
 			close(inSQL)
 			<-proceed
@@ -126,7 +130,7 @@ func TestMismatchingClaimDoesNotRefuseCorrectRetry(t *testing.T) {
 			t.Fatalf("Redis holds %+v, want B's claim", rec)
 		}
 		r, err := b.node(t).Do(t.Context(), k, "fp-A", w.fn)
-		close(proceed)
+		letGo()
 		if got := receive(t, reuse); !errors.Is(got.err, idem.ErrMismatch) {
 			t.Fatalf("request B: %v, want ErrMismatch", got)
 		}

@@ -287,7 +287,7 @@ func (b *backend) countRows(ctx context.Context, where string, args ...any) (int
 
 // lapsedWhere selects in-progress rows whose lease has lapsed by the
 // database's clock: claims no one owns any more.
-func (b *backend) lapsedWhere() string { return "state = 1 AND lease_until <= " + b.dbNow() }
+func (b *backend) lapsedWhere() string { return "state IN (1, 3) AND lease_until <= " + b.dbNow() }
 
 // requireCompleted fails unless k's row is completed with want.
 func (b *backend) requireCompleted(t *testing.T, k idem.Key, want string) {

@@ -12,7 +12,8 @@ import (
 
 // TestApplicationClockDecidesNothing: instances whose application clocks are
 // 5 minutes ahead of or behind the database's neither take a live lease over
-// early nor miss a lapsed one, and see records expire when the database says.
+// early nor miss a lapsed one (they grant its grace, then take it over), and
+// see records expire when the database says.
 func TestApplicationClockDecidesNothing(t *testing.T) {
 	// Long enough that the check within the lease runs within it on a slow
 	// machine.
@@ -37,11 +38,18 @@ func TestApplicationClockDecidesNothing(t *testing.T) {
 			}
 		}
 		time.Sleep(2 * lease)
+		for i, l := range skewed {
+			rec, claimed, err := l.Reserve(ctx(t), keys[i], "fp", lease, time.Hour)
+			if err != nil || claimed || rec.State != idem.StateInProgress {
+				t.Fatalf("skew %v after the lease: claimed=%v err=%v, want the owner's grace", skews[i], claimed, err)
+			}
+		}
+		time.Sleep(lease) // past the grace, a quarter of the lease
 		const retention = 500 * time.Millisecond
 		for i, l := range skewed {
 			rec, claimed, err := l.Reserve(ctx(t), keys[i], "fp", lease, time.Hour)
 			if err != nil || !claimed || rec.Token == first[i].Token {
-				t.Fatalf("skew %v after the lease: claimed=%v err=%v, want a takeover", skews[i], claimed, err)
+				t.Fatalf("skew %v after the grace: claimed=%v err=%v, want a takeover", skews[i], claimed, err)
 			}
 			// Retention by the database's clock too.
 			if err := l.Complete(ctx(t), keys[i], rec.Token, []byte("ok"), retention); err != nil {
@@ -57,30 +65,38 @@ func TestApplicationClockDecidesNothing(t *testing.T) {
 	})
 }
 
-// TestClaimTimesAreTheStoredOnes: the lease and expiry a claim reports are
-// the ones the database stored, by its clock.
+// TestClaimTimesAreTheStoredOnes: the lease and expiry a claim, a grace and
+// a takeover report are the ones the database stored, by its clock.
 func TestClaimTimesAreTheStoredOnes(t *testing.T) {
+	const lease = 200 * time.Millisecond
 	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
 		l, _ := setup(t, s).layer(t)
-		for i, takeover := range []bool{false, true} {
-			k := idem.NewKey("times", testenv.Name(fmt.Sprint(i)))
-			rec, _, err := l.Reserve(ctx(t), k, "fp", 200*time.Millisecond, time.Hour)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if takeover {
-				time.Sleep(400 * time.Millisecond)
-				if rec, _, err = l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour); err != nil {
-					t.Fatal(err)
-				}
-			}
+		k := idem.NewKey("times", testenv.Name("k"))
+		check := func(what string, rec idem.Record) {
+			t.Helper()
 			got, err := l.Get(ctx(t), k)
 			if err != nil || !got.LeaseUntil.Equal(rec.LeaseUntil) || !got.ExpiresAt.Equal(rec.ExpiresAt) {
-				t.Fatalf("takeover=%v: claim said %v / %v, stored %v / %v (%v)", takeover, rec.LeaseUntil, rec.ExpiresAt, got.LeaseUntil, got.ExpiresAt, err)
+				t.Fatalf("%s said %v / %v, stored %v / %v (%v)", what, rec.LeaseUntil, rec.ExpiresAt, got.LeaseUntil, got.ExpiresAt, err)
 			}
 			if d := got.ExpiresAt.Sub(got.LeaseUntil); d < 59*time.Minute {
-				t.Fatalf("expiry %v after the lease, want the hour's retention", d)
+				t.Fatalf("%s: expiry %v after the lease, want the hour's retention", what, d)
 			}
+		}
+		for _, step := range []struct {
+			what    string
+			pause   time.Duration
+			claimed bool
+		}{
+			{"claim", 0, true},
+			{"grace", 2 * lease, false},
+			{"takeover", lease, true},
+		} {
+			time.Sleep(step.pause)
+			rec, claimed, err := l.Reserve(ctx(t), k, "fp", lease, time.Hour)
+			if err != nil || claimed != step.claimed {
+				t.Fatalf("%s: claimed=%v err=%v, want claimed=%v", step.what, claimed, err, step.claimed)
+			}
+			check(step.what, rec)
 		}
 	})
 }

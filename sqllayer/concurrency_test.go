@@ -138,8 +138,8 @@ func TestEightInstancesThousandKeys(t *testing.T) {
 	})
 }
 
-// TestStaleOwnerAfterTakeover: an owner whose lease lapsed races its own
-// Complete against 64 contenders taking over. Either its Complete got in
+// TestStaleOwnerAfterTakeover: an owner whose lease and grace lapsed races
+// its own Complete against 64 contenders taking over. Either its Complete got in
 // first (and no one took over) or exactly one contender took over, and then
 // the stale owner got ErrLeaseLost; whichever won, its result is the one
 // stored.
@@ -160,6 +160,14 @@ func TestStaleOwnerAfterTakeover(t *testing.T) {
 			stale[i] = rec
 		}
 		time.Sleep(2 * lease)
+		// The first Reserve on each lapsed lease grants a grace; the race
+		// below is for the takeover after it.
+		for _, k := range ks {
+			if _, claimed, err := ls[1].Reserve(ctx(t), k, "fp", lease, time.Hour); err != nil || claimed {
+				t.Fatalf("Reserve after the lease: claimed=%v err=%v, want the owner's grace", claimed, err)
+			}
+		}
+		time.Sleep(lease) // past every grace, a quarter of the lease
 		takeovers := 0
 		for i, k := range ks {
 			var (

@@ -14,6 +14,7 @@ type stmts struct {
 	insert       string // claim a free key: INSERT … ON CONFLICT DO NOTHING RETURNING (MySQL: a plain INSERT)
 	claimOrRead  string // Postgres: claim a free key or return the row that holds it, in one statement
 	read         string // the record with the database's verdict on expiry and lease
+	grace        string // compare-and-set on the old token that extends a lapsed lease by a grace
 	takeover     string // compare-and-set on the old token that mints a new claim
 	complete     string
 	owned        string // state of the live record held by a token
@@ -69,7 +70,7 @@ func (n names) expand(s string) string {
 }
 
 func (s *stmts) each(f func(*string)) {
-	for _, p := range []*string{&s.insert, &s.claimOrRead, &s.read, &s.takeover, &s.complete, &s.owned, &s.release,
+	for _, p := range []*string{&s.insert, &s.claimOrRead, &s.read, &s.grace, &s.takeover, &s.complete, &s.owned, &s.release,
 		&s.live, &s.renew, &s.get, &s.markEvent, &s.eventExpired, &s.reviveEvent, &s.advance, &s.version, &s.sweep[0], &s.sweep[1]} {
 		f(p)
 	}

@@ -37,6 +37,13 @@
 // hears. An expired row is absent: Reserve, Get and every owner operation
 // treat it so before the janitor deletes it.
 //
+// Every statement that reads a record returns beside it how long it has
+// left, in microseconds from the same "now" as its verdicts on expiry and
+// lease, and the record's ExpiresIn is that, less the clock's resolution (a
+// microsecond; a millisecond on SQLite), so that it never promises more
+// than the record has whatever the application's clock says. A claim's is
+// the expiry it was written with, less the resolution.
+//
 // # Statements
 //
 // Reserve has two ways to learn whether a key is free, and the cheaper one
@@ -70,12 +77,24 @@
 // is not the default: on a 2-core machine it cost a duplicate about twice
 // a SELECT in the server's processor time.
 //
-// A record found expired, or in progress for the same fingerprint with a
-// lapsed lease, is taken over by an UPDATE that is a compare-and-set on the
-// old token and re-checks the clock in its WHERE clause; it mints a new
-// token, so the old owner's stops working. A record with another fingerprint
-// is never taken over. A round that loses a race (the row changed between
-// statements) starts over, a bounded number of times.
+// A record found in progress (state 1) for the same fingerprint with a
+// lapsed lease is not taken over at once: an UPDATE that is a
+// compare-and-set on its token and its lapsed state 1, re-checking the
+// clock in its WHERE clause, grants the owner a grace of a quarter of the
+// lease the Reserve passes (lease_until moves to the grace's end, expires_at
+// to it if it was earlier, state becomes 3), keeps the token, and Reserve
+// answers in progress. Of concurrent Reserves exactly one changes the row;
+// the others read it again and find the grace running. A record found
+// expired, or in its grace (state 3) with the grace lapsed too, is taken
+// over by an UPDATE that is a compare-and-set on the old token and
+// re-checks the clock in the same way; it mints a new token, so the old
+// owner's stops working. Both writes happen only on a lapsed lease, never
+// for a duplicate of a live one. A record with another fingerprint is never
+// taken over and gets no grace. A round that loses a race (the row changed
+// between statements) starts over, a bounded number of times. Readers see
+// state 3 as in progress; Complete, Renew and Release accept it, and Renew
+// sets it back to 1, so the next lapse gets a grace again. The state column
+// held 1 and 2 before; 3 needs no change to the tables.
 //
 // Complete, Renew and Release are one UPDATE or DELETE each, guarded by the
 // token, the in-progress state and the expiry. When it changes no row, one

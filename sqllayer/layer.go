@@ -41,6 +41,9 @@ type Layer struct {
 	seen    mix.Existing // the share of Reserve calls that found their key taken
 	st      stmts
 	schema  []string
+	// resolution is the database clock's: a microsecond, a millisecond on
+	// SQLite. ExpiresIn is rounded down by it.
+	resolution time.Duration
 
 	names     names
 	maxResult int
@@ -79,15 +82,15 @@ func New(db *bun.DB, opts ...Option) *Layer {
 	var st stmts
 	switch l.dialect {
 	case dialect.PG:
-		st, l.native = pgStmts, true
+		st, l.native, l.resolution = pgStmts, true, time.Microsecond
 	case dialect.SQLite:
-		st, l.native, l.sqlite = sqliteStmts, true, true
+		st, l.native, l.sqlite, l.resolution = sqliteStmts, true, true, time.Millisecond
 	case dialect.MySQL:
 		// bun formats MySQL arguments into the text, which the server runs in
 		// one round trip; arguments passed to go-sql-driver/mysql would cost a
 		// prepare, an execute and a close unless the DSN sets
 		// interpolateParams.
-		st = mysqlStmts
+		st, l.resolution = mysqlStmts, time.Microsecond
 	default:
 		l.err = fmt.Errorf("sqllayer: unsupported dialect %s (want pg, mysql or sqlite)", l.dialect)
 		return l

@@ -31,8 +31,15 @@ func TestObserverSeesTakeover(t *testing.T) {
 			t.Fatal("a first claim was reported as a takeover")
 		}
 		time.Sleep(700 * time.Millisecond)
+		if _, claimed, err := l.Reserve(ctx(t), k, "fp", 300*time.Millisecond, time.Hour); err != nil || claimed {
+			t.Fatalf("Reserve after the lease: %v, %v, want the owner's grace", claimed, err)
+		}
+		if takeovers.Load() != 0 {
+			t.Fatal("a grace was reported as a takeover")
+		}
+		time.Sleep(300 * time.Millisecond) // past the grace
 		if _, claimed, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour); err != nil || !claimed {
-			t.Fatalf("claim after the lease: %v, %v", claimed, err)
+			t.Fatalf("claim after the grace: %v, %v", claimed, err)
 		}
 		if n := takeovers.Load(); n != 1 {
 			t.Fatalf("%d takeover events, want 1", n)

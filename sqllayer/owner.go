@@ -78,6 +78,9 @@ func (l *Layer) owned(ctx context.Context, q querier, digest []byte, token strin
 	if err != nil || !found {
 		return 0, err
 	}
+	if state == stateGrace {
+		return idem.StateInProgress, nil
+	}
 	return idem.State(state), nil
 }
 
@@ -142,7 +145,7 @@ func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	var found bool
 	err := l.retry(ctx, func() (err error) {
 		found, err = queryOne(ctx, l.pool(), l.st.get, []any{d[:]},
-			&r.fingerprint, &r.state, &r.result, &r.leaseUntil, &r.expiresAt)
+			&r.fingerprint, &r.state, &r.result, &r.leaseUntil, &r.expiresAt, &r.left)
 		return err
 	})
 	if err != nil {
@@ -151,5 +154,5 @@ func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	if !found {
 		return idem.Record{}, idem.ErrNotFound
 	}
-	return r.record(key), nil
+	return r.record(key, l.resolution), nil
 }

@@ -2,6 +2,7 @@ package sqllayer
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -36,8 +37,10 @@ func (c *claim) args(token string, old []byte) []any {
 	return a
 }
 
-// owner returns the record a successful claim hands its caller.
-func (c *claim) owner(token string, leaseUntil, expiresAt time.Time) idem.Record {
+// owner returns the record a successful claim hands its caller. The row
+// was written with an expiry of c.expiry from the database's clock during
+// the statement, so that is what it has left, less the clock's resolution.
+func (c *claim) owner(token string, leaseUntil, expiresAt time.Time, resolution time.Duration) idem.Record {
 	return idem.Record{
 		Key:         c.key,
 		Fingerprint: string(c.fp),
@@ -45,6 +48,7 @@ func (c *claim) owner(token string, leaseUntil, expiresAt time.Time) idem.Record
 		Token:       token,
 		LeaseUntil:  leaseUntil,
 		ExpiresAt:   expiresAt,
+		ExpiresIn:   max(time.Duration(c.expiry)*time.Microsecond-resolution, 0),
 	}
 }
 
@@ -114,7 +118,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 				// Claim, or read the claim that beat this one, in one statement.
 				found, err = queryOne(ctx, q, l.st.claimOrRead, c.args(token, nil), r.dest()...)
 				if err == nil && found && r.claimed {
-					record, ok = c.owner(token, r.leaseUntil.t, r.expiresAt.t), true
+					record, ok = c.owner(token, r.leaseUntil.t, r.expiresAt.t, l.resolution), true
 				}
 				if err == nil && !found {
 					// The INSERT waited for a concurrent claim that committed
@@ -146,7 +150,15 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 			continue // released or swept between the statements
 		}
 		if !r.takeable(c.fp) {
-			return r.record(c.key), false, nil
+			return r.record(c.key, l.resolution), false, nil
+		}
+		if r.state == stateInProgress && !r.expired() {
+			// The lease lapsed: its owner gets a grace before anyone takes
+			// over, so that a completion it is still retrying lands first.
+			if record, ok, err = l.grace(ctx, q, c, &r); err != nil || ok {
+				return record, false, err
+			}
+			continue // another caller changed the row first: start over
 		}
 		if token == "" {
 			token = idem.NewToken()
@@ -187,7 +199,7 @@ func (l *Layer) mysqlOwner(lastInsertID func() (int64, error), c *claim, token s
 		return idem.Record{}, false, errors.New("sqllayer: the server did not return its clock with the claim")
 	}
 	t := time.UnixMicro(now).UTC()
-	return c.owner(token, t.Add(time.Duration(c.lease)*time.Microsecond), t.Add(time.Duration(c.expiry)*time.Microsecond)), true, nil
+	return c.owner(token, t.Add(time.Duration(c.lease)*time.Microsecond), t.Add(time.Duration(c.expiry)*time.Microsecond), l.resolution), true, nil
 }
 
 // insertReturning claims a free key with INSERT … ON CONFLICT DO NOTHING
@@ -198,7 +210,7 @@ func (l *Layer) insertReturning(ctx context.Context, q querier, c *claim, token 
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}
-	return c.owner(token, lease.t, exp.t), true, nil
+	return c.owner(token, lease.t, exp.t, l.resolution), true, nil
 }
 
 // takeover replaces the row held by old with a new claim, if the database
@@ -223,5 +235,51 @@ func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string,
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}
-	return c.owner(token, lease.t, exp.t), true, nil
+	return c.owner(token, lease.t, exp.t, l.resolution), true, nil
+}
+
+// grace extends the lapsed lease of the in-progress row r by a quarter of
+// the claim's lease, keeping its token, if the database still finds it
+// lapsed and not yet in a grace. It returns the record as readers now see
+// it (in progress); ok is false when another caller changed the row first.
+func (l *Layer) grace(ctx context.Context, q querier, c *claim, r *row) (idem.Record, bool, error) {
+	g := c.lease / 4
+	args := []any{c.digest, r.token, g, c.fp}
+	rec := r.record(c.key, l.resolution)
+	rec.State = idem.StateInProgress
+	if l.dialect == dialect.MySQL {
+		res, err := q.ExecContext(ctx, l.st.grace, args...)
+		if err != nil {
+			return idem.Record{}, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return idem.Record{}, false, err
+		}
+		now, err := res.LastInsertId()
+		if err != nil {
+			return idem.Record{}, false, err
+		}
+		if now <= 0 {
+			return idem.Record{}, false, errors.New("sqllayer: the server did not return its clock with the grace")
+		}
+		// The expiry is the one read before, or the grace's end if later:
+		// the statement kept the greater of the row's and the grace's, and
+		// a row's expiry only grows while its token holds it.
+		t := time.UnixMicro(now).UTC()
+		rec.LeaseUntil = t.Add(time.Duration(g) * time.Microsecond)
+		rec.ExpiresAt = r.expiresAt.t
+		if rec.ExpiresAt.Before(rec.LeaseUntil) {
+			rec.ExpiresAt = rec.LeaseUntil
+		}
+		rec.ExpiresIn = max(rec.ExpiresAt.Sub(t)-l.resolution, 0)
+		return rec, true, nil
+	}
+	lease, exp := l.newRow().leaseUntil, l.newRow().expiresAt
+	var micros sql.NullInt64
+	found, err := queryOne(ctx, q, l.st.grace, args, &lease, &exp, &micros)
+	if err != nil || !found {
+		return idem.Record{}, false, err
+	}
+	rec.LeaseUntil, rec.ExpiresAt, rec.ExpiresIn = lease.t, exp.t, left(micros, l.resolution)
+	return rec, true, nil
 }

@@ -55,6 +55,18 @@ func (d *dbTime) parse(s string) error {
 	return nil
 }
 
+// States stored in the state column: idem.StateInProgress (1),
+// idem.StateCompleted (2), and stateGrace, an in-progress record whose
+// lapsed lease a Reserve extended by a grace; readers see it in progress.
+const (
+	stateInProgress = int64(idem.StateInProgress)
+	stateGrace      = 3
+)
+
+// inProgress reports whether a stored state is in progress, in a grace or
+// not.
+func inProgress(state int64) bool { return state == stateInProgress || state == stateGrace }
+
 // row is a stored record as the claim and read statements return it, with
 // the database's verdict on its clocks.
 type row struct {
@@ -65,8 +77,11 @@ type row struct {
 	result      []byte
 	leaseUntil  dbTime
 	expiresAt   dbTime
-	expired     sql.NullBool // expires_at has passed: the record is absent
-	lapsed      sql.NullBool // lease_until has passed
+	// left is how long the record has left, in microseconds from the
+	// database's "now" to expires_at: at most 0 when it has expired (and is
+	// absent). NULL for a row the statement just inserted.
+	left   sql.NullInt64
+	lapsed sql.NullBool // lease_until has passed
 }
 
 func (l *Layer) newRow() row {
@@ -75,27 +90,37 @@ func (l *Layer) newRow() row {
 }
 
 func (r *row) dest() []any {
-	return []any{&r.claimed, &r.fingerprint, &r.state, &r.token, &r.result, &r.leaseUntil, &r.expiresAt, &r.expired, &r.lapsed}
+	return []any{&r.claimed, &r.fingerprint, &r.state, &r.token, &r.result, &r.leaseUntil, &r.expiresAt, &r.left, &r.lapsed}
 }
 
-// takeable reports whether a claim for fingerprint fp may replace the stored
+// expired reports whether the record's expiry has passed by the database's
+// clock: it is absent, whatever it held.
+func (r *row) expired() bool { return r.left.Valid && r.left.Int64 <= 0 }
+
+// takeable reports whether a claim for fingerprint fp may act on the stored
 // record: it has expired (an expired record is absent, whatever it held), or
-// it is in progress for the same fingerprint and its lease has lapsed.
+// it is in progress for the same fingerprint and its lease has lapsed (the
+// claim then grants a grace, or takes over once the grace lapsed too).
 func (r *row) takeable(fp []byte) bool {
-	if r.expired.Bool {
+	if r.expired() {
 		return true
 	}
-	return r.state == int64(idem.StateInProgress) && r.lapsed.Bool && bytes.Equal(r.fingerprint, fp)
+	return inProgress(r.state) && r.lapsed.Bool && bytes.Equal(r.fingerprint, fp)
 }
 
-// record returns what a non-owner sees: no token.
-func (r *row) record(key idem.Key) idem.Record {
+// record returns what a non-owner sees: no token. resolution is the
+// database clock's, by which ExpiresIn is rounded down.
+func (r *row) record(key idem.Key, resolution time.Duration) idem.Record {
 	rec := idem.Record{
 		Key:         key,
 		Fingerprint: string(r.fingerprint),
 		State:       idem.State(r.state),
 		LeaseUntil:  r.leaseUntil.t,
 		ExpiresAt:   r.expiresAt.t,
+		ExpiresIn:   left(r.left, resolution),
+	}
+	if r.state == stateGrace {
+		rec.State = idem.StateInProgress
 	}
 	if rec.State == idem.StateCompleted {
 		rec.Result = r.result
@@ -105,6 +130,18 @@ func (r *row) record(key idem.Key) idem.Record {
 		rec.LeaseUntil = time.Time{}
 	}
 	return rec
+}
+
+// left converts what a statement said a record has left (microseconds from
+// the database's "now" to its expiry) to ExpiresIn: less the clock's
+// resolution, since the clock read "now" up to that much before the moment
+// it stood for, and ExpiresIn must never promise more than the record has.
+// Zero when unknown or run out.
+func left(micros sql.NullInt64, resolution time.Duration) time.Duration {
+	if !micros.Valid {
+		return 0
+	}
+	return max(time.Duration(micros.Int64)*time.Microsecond-resolution, 0)
 }
 
 // queryOne runs a query expected to return at most one row and scans it into

@@ -11,10 +11,16 @@ package sqllayer
 // The INSERT and the takeover UPDATE write lease_until as the epoch plus
 // LAST_INSERT_ID(now in microseconds) plus the lease: LAST_INSERT_ID(expr)
 // returns expr, and the server sends it back as the statement's insert ID,
-// so the claim learns "now" without a second round trip.
+// so the claim learns "now" without a second round trip. The grace UPDATE
+// does the same with the grace. Statements that read a record return beside
+// it how long it has left, in microseconds by the same "now" (myLeft): the
+// record has expired when that is not positive, and its ExpiresIn comes
+// from it. State 3 is an in-progress record in its grace.
 const (
 	myNowMicros = "TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 	myLease     = "TIMESTAMP'1970-01-01 00:00:00' + INTERVAL (LAST_INSERT_ID(" + myNowMicros + ") + ?5) MICROSECOND"
+	myGrace     = "TIMESTAMP'1970-01-01 00:00:00' + INTERVAL (LAST_INSERT_ID(" + myNowMicros + ") + ?2) MICROSECOND"
+	myLeft      = "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)"
 )
 
 var mysqlStmts = stmts{
@@ -25,32 +31,39 @@ VALUES (?0, CONVERT(?1 USING utf8mb4), CONVERT(?2 USING utf8mb4), ?3, 1, ?4,
 	` + myLease + `, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ?6 MICROSECOND)`,
 
 	read: `SELECT 0, fingerprint, state, token, result, lease_until, expires_at,
-	expires_at <= UTC_TIMESTAMP(6), lease_until <= UTC_TIMESTAMP(6)
+	` + myLeft + `, lease_until <= UTC_TIMESTAMP(6)
 FROM {R} WHERE key_digest = ?0`,
+
+	// Assignments run left to right: expires_at reads the old expiry.
+	grace: `UPDATE {R}
+SET state = 3, lease_until = ` + myGrace + `,
+	expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ?2 MICROSECOND)
+WHERE key_digest = ?0 AND token = ?1 AND state = 1 AND fingerprint = ?3
+	AND lease_until <= UTC_TIMESTAMP(6) AND expires_at > UTC_TIMESTAMP(6)`,
 
 	takeover: `UPDATE {R}
 SET scope = CONVERT(?1 USING utf8mb4), client_key = CONVERT(?2 USING utf8mb4), fingerprint = ?3, state = 1, token = ?4,
 	result = NULL, lease_until = ` + myLease + `, created_at = UTC_TIMESTAMP(6),
 	expires_at = UTC_TIMESTAMP(6) + INTERVAL ?6 MICROSECOND
 WHERE key_digest = ?0 AND token = ?7
-	AND (expires_at <= UTC_TIMESTAMP(6) OR (state = 1 AND fingerprint = ?3 AND lease_until <= UTC_TIMESTAMP(6)))`,
+	AND (expires_at <= UTC_TIMESTAMP(6) OR (state = 3 AND fingerprint = ?3 AND lease_until <= UTC_TIMESTAMP(6)))`,
 
 	complete: `UPDATE {R}
 SET state = 2, result = ?2, lease_until = NULL, expires_at = UTC_TIMESTAMP(6) + INTERVAL ?3 MICROSECOND
-WHERE key_digest = ?0 AND token = ?1 AND state = 1 AND expires_at > UTC_TIMESTAMP(6)`,
+WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > UTC_TIMESTAMP(6)`,
 
 	owned: `SELECT state FROM {R} WHERE key_digest = ?0 AND token = ?1 AND expires_at > UTC_TIMESTAMP(6)`,
 
-	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1 AND state = 1`,
+	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3)`,
 
 	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > UTC_TIMESTAMP(6)`,
 
 	renew: `UPDATE {R}
-SET lease_until = UTC_TIMESTAMP(6) + INTERVAL ?2 MICROSECOND,
+SET state = 1, lease_until = UTC_TIMESTAMP(6) + INTERVAL ?2 MICROSECOND,
 	expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ?2 MICROSECOND)
-WHERE key_digest = ?0 AND token = ?1 AND state = 1 AND expires_at > UTC_TIMESTAMP(6)`,
+WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > UTC_TIMESTAMP(6)`,
 
-	get: `SELECT fingerprint, state, result, lease_until, expires_at FROM {R}
+	get: `SELECT fingerprint, state, result, lease_until, expires_at, ` + myLeft + ` FROM {R}
 WHERE key_digest = ?0 AND expires_at > UTC_TIMESTAMP(6)`,
 
 	markEvent: `INSERT INTO {E} (consumer, event_id, created_at, expires_at)

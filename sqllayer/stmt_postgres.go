@@ -6,12 +6,18 @@ package sqllayer
 // as bigint microseconds. The janitor compares with now() instead, which is
 // stable within its statement and so lets the expires_at index answer.
 //
+// Statements that read a record return beside it how long it has left, in
+// microseconds by the same "now" as their verdict on its lease (pgLeft): the
+// record has expired when that is not positive, and its ExpiresIn comes
+// from it. State 3 is an in-progress record in its grace (see grace below).
+//
 // pgClaimOrRead is Reserve's single statement in the OneStatement order: the
 // INSERT … ON CONFLICT DO NOTHING claims a free key; when it conflicts, the
 // second branch returns the existing row with the database's verdict on its
-// expiry and lease. When the INSERT had to wait for a concurrent claim that
-// then committed, the second branch reads with the snapshot taken before
-// that wait and finds nothing: the caller then reads in a new statement.
+// expiry (how long it has left) and lease. When the INSERT had to wait for
+// a concurrent claim that then committed, the second branch reads with the
+// snapshot taken before that wait and finds nothing: the caller then reads
+// in a new statement.
 const pgClaimOrRead = `WITH c AS (SELECT clock_timestamp() AS now),
 ins AS (
 	INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
@@ -21,12 +27,18 @@ ins AS (
 	ON CONFLICT (key_digest) DO NOTHING
 	RETURNING lease_until, expires_at
 )
-SELECT true, NULL::bytea, 1::smallint, NULL::bytea, NULL::bytea, ins.lease_until, ins.expires_at, false, false FROM ins
+SELECT true, NULL::bytea, 1::smallint, NULL::bytea, NULL::bytea, ins.lease_until, ins.expires_at, NULL::bigint, false FROM ins
 UNION ALL
 SELECT false, r.fingerprint, r.state, r.token, r.result, r.lease_until, r.expires_at,
-	r.expires_at <= c.now, r.lease_until <= c.now
+	` + pgLeft + `, r.lease_until <= c.now
 FROM {R} r, c
 WHERE r.key_digest = ?0 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+// pgLeft is how long the row r has left at c.now, in whole microseconds:
+// both are timestamptz with microsecond precision, so the interval's epoch
+// is a whole number of microseconds (numeric from Postgres 14, a double
+// before, exact to the microsecond either way for any retention).
+const pgLeft = "(extract(epoch FROM r.expires_at - c.now) * 1000000)::bigint"
 
 var pgStmts = stmts{
 	claimOrRead: pgClaimOrRead,
@@ -38,9 +50,20 @@ FROM (SELECT clock_timestamp() AS now) c
 ON CONFLICT (key_digest) DO NOTHING
 RETURNING lease_until, expires_at`,
 
-	read: `SELECT false, fingerprint, state, token, result, lease_until, expires_at,
-	expires_at <= clock_timestamp(), lease_until <= clock_timestamp()
-FROM {R} WHERE key_digest = ?0`,
+	read: `SELECT false, r.fingerprint, r.state, r.token, r.result, r.lease_until, r.expires_at,
+	` + pgLeft + `, r.lease_until <= c.now
+FROM {R} r, (SELECT clock_timestamp() AS now) c WHERE r.key_digest = ?0`,
+
+	// The first Reserve that finds a lease lapsed grants its owner a grace
+	// (?2 microseconds) instead of taking over: a compare-and-set on the
+	// token and the lapsed, not yet graced, state.
+	grace: `UPDATE {R} AS r
+SET state = 3, lease_until = c.now + ?2::bigint * interval '1 microsecond',
+	expires_at = GREATEST(r.expires_at, c.now + ?2::bigint * interval '1 microsecond')
+FROM (SELECT clock_timestamp() AS now) c
+WHERE r.key_digest = ?0 AND r.token = ?1::bytea AND r.state = 1 AND r.fingerprint = ?3::bytea
+	AND r.lease_until <= c.now AND r.expires_at > c.now
+RETURNING r.lease_until, r.expires_at, ` + pgLeft,
 
 	takeover: `UPDATE {R} AS r
 SET scope = ?1::text, client_key = ?2::text, fingerprint = ?3::bytea, state = 1, token = ?4::bytea, result = NULL,
@@ -48,27 +71,27 @@ SET scope = ?1::text, client_key = ?2::text, fingerprint = ?3::bytea, state = 1,
 	expires_at = c.now + ?6::bigint * interval '1 microsecond'
 FROM (SELECT clock_timestamp() AS now) c
 WHERE r.key_digest = ?0 AND r.token = ?7::bytea
-	AND (r.expires_at <= c.now OR (r.state = 1 AND r.fingerprint = ?3 AND r.lease_until <= c.now))
+	AND (r.expires_at <= c.now OR (r.state = 3 AND r.fingerprint = ?3 AND r.lease_until <= c.now))
 RETURNING r.lease_until, r.expires_at`,
 
 	complete: `UPDATE {R}
 SET state = 2, result = ?2::bytea, lease_until = NULL, expires_at = clock_timestamp() + ?3::bigint * interval '1 microsecond'
-WHERE key_digest = ?0 AND token = ?1::bytea AND state = 1 AND expires_at > clock_timestamp()`,
+WHERE key_digest = ?0 AND token = ?1::bytea AND state IN (1, 3) AND expires_at > clock_timestamp()`,
 
 	owned: `SELECT state FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND expires_at > clock_timestamp()`,
 
-	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND state = 1`,
+	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND state IN (1, 3)`,
 
 	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > clock_timestamp()`,
 
 	renew: `UPDATE {R} AS r
-SET lease_until = c.now + ?2::bigint * interval '1 microsecond',
+SET state = 1, lease_until = c.now + ?2::bigint * interval '1 microsecond',
 	expires_at = GREATEST(r.expires_at, c.now + ?2::bigint * interval '1 microsecond')
 FROM (SELECT clock_timestamp() AS now) c
-WHERE r.key_digest = ?0 AND r.token = ?1::bytea AND r.state = 1 AND r.expires_at > c.now`,
+WHERE r.key_digest = ?0 AND r.token = ?1::bytea AND r.state IN (1, 3) AND r.expires_at > c.now`,
 
-	get: `SELECT fingerprint, state, result, lease_until, expires_at FROM {R}
-WHERE key_digest = ?0 AND expires_at > clock_timestamp()`,
+	get: `SELECT r.fingerprint, r.state, r.result, r.lease_until, r.expires_at, ` + pgLeft + `
+FROM {R} r, (SELECT clock_timestamp() AS now) c WHERE r.key_digest = ?0 AND r.expires_at > c.now`,
 
 	markEvent: `INSERT INTO {E} (consumer, event_id, created_at, expires_at)
 SELECT ?0::text, ?1::text, c.now, c.now + ?2::bigint * interval '1 microsecond' FROM (SELECT clock_timestamp() AS now) c

@@ -209,40 +209,6 @@ func (s *suite) renewExtends(t *testing.T) {
 	wantNoErr(t, "owner Complete after Renew", l.Complete(ctx(t), k, rec.Token, []byte("ok"), long))
 }
 
-func (s *suite) expiredLeaseTakenOver(t *testing.T) {
-	tick := s.h.Tick
-	l := s.h.New(t)
-	k, old := s.claim(t, l, tick)
-	s.wait(t, 2*tick)
-	other := s.h.New(t)
-	rec, claimed, err := other.Reserve(ctx(t), k, fpA, long, long)
-	wantNoErr(t, "Reserve after lease expiry", err)
-	if !claimed || rec.Token == "" || rec.Token == old.Token {
-		t.Fatalf("expired lease: claimed=%v token=%q (old %q), want a takeover with a new token", claimed, rec.Token, old.Token)
-	}
-	wantErr(t, "stale owner Renew", l.Renew(ctx(t), k, old.Token, long), idem.ErrLeaseLost)
-	wantErr(t, "stale owner Complete", l.Complete(ctx(t), k, old.Token, []byte("stale"), long), idem.ErrLeaseLost)
-	wantErr(t, "stale owner Release", l.Release(ctx(t), k, old.Token), idem.ErrLeaseLost)
-	wantNoErr(t, "new owner Complete", other.Complete(ctx(t), k, rec.Token, []byte("winner"), long))
-	wantErr(t, "stale owner Complete after the winner", l.Complete(ctx(t), k, old.Token, []byte("stale"), long), idem.ErrLeaseLost)
-	if g := mustGet(t, l, k); string(g.Result) != "winner" {
-		t.Fatalf("stored result %q, want the winner's", g.Result)
-	}
-}
-
-func (s *suite) expiredLeaseOtherFingerprint(t *testing.T) {
-	tick := s.h.Tick
-	l := s.h.New(t)
-	k, old := s.claim(t, l, tick)
-	s.wait(t, 2*tick)
-	rec, claimed, err := l.Reserve(ctx(t), k, fpB, long, long)
-	wantNoErr(t, "Reserve with another fingerprint after expiry", err)
-	if claimed || rec.Fingerprint != fpA {
-		t.Fatalf("another fingerprint took over an expired claim: claimed=%v rec=%+v", claimed, rec)
-	}
-	_ = old
-}
-
 func (s *suite) resultsByteForByte(t *testing.T) {
 	all := make([]byte, 256)
 	for i := range all {

@@ -29,6 +29,7 @@ func RunWaiter(t *testing.T, h Harness) {
 		{"MissingKey", s.waitMissing},
 		{"ReleaseEndsWait", s.waitReleased},
 		{"LapsedLeaseEndsWait", s.waitLapsed},
+		{"GraceKeepsWaiting", s.waitGrace},
 		{"TakeoverKeepsWaiting", s.waitTakeover},
 		{"ContextEnds", s.waitContextEnds},
 		{"ManyWaiters", s.waitMany},
@@ -134,17 +135,22 @@ func (s *suite) waitCompleted(t *testing.T) {
 	if r.rec.State != idem.StateCompleted || string(r.rec.Result) != "paid" || r.rec.Token != "" || r.rec.Fingerprint != fpA {
 		t.Fatalf("Wait = %+v, want the completed record without token", r.rec)
 	}
+	s.wantLeft(t, "Wait", r.rec, long, 0)
 }
 
 func (s *suite) waitAlreadyCompleted(t *testing.T) {
 	l, w := s.waiter(t)
 	k, rec := s.claim(t, l, long)
 	wantNoErr(t, "Complete", l.Complete(ctx(t), k, rec.Token, []byte("done"), long))
+	st := s.now()
+	s.wait(t, s.h.Tick)
+	elapsed := s.since(st)
 	got, err := w.Wait(ctx(t), k)
 	wantNoErr(t, "Wait", err)
 	if string(got.Result) != "done" || got.Token != "" {
 		t.Fatalf("Wait = %+v, want the stored result", got)
 	}
+	s.wantLeft(t, "Wait", got, long, elapsed)
 }
 
 func (s *suite) waitMissing(t *testing.T) {
@@ -176,13 +182,32 @@ func (s *suite) waitLapsed(t *testing.T) {
 	wantErr(t, "Wait on a lapsed lease", r.err, idem.ErrNotFound)
 }
 
+// waitGrace: a record whose lapsed lease a Reserve extended by a grace is
+// in progress again: a waiter waits for it, and hears the owner's late
+// completion.
+func (s *suite) waitGrace(t *testing.T) {
+	owner := s.h.New(t)
+	_, w := s.waiter(t)
+	k, rec := s.lapse(t, owner)
+	s.wantGrace(t, "Reserve after the lease lapsed", s.h.New(t), k)
+	got := startWait(t, w, k)
+	blocked(t, "in the grace", got, s.h.Tick)
+	wantNoErr(t, "owner Complete during the grace", owner.Complete(ctx(t), k, rec.Token, []byte("late"), long))
+	r := <-got
+	wantNoErr(t, "Wait", r.err)
+	if string(r.rec.Result) != "late" {
+		t.Fatalf("Wait = %+v, want the owner's late result", r.rec)
+	}
+}
+
 func (s *suite) waitTakeover(t *testing.T) {
 	tick := s.h.Tick
 	first := s.h.New(t)
 	_, w := s.waiter(t)
-	k, _ := s.claim(t, first, tick)
-	s.wait(t, 2*tick)
+	k, _ := s.lapse(t, first)
 	second := s.h.New(t)
+	s.wantGrace(t, "Reserve after the lease lapsed", second, k)
+	s.wait(t, 3*tick)
 	rec, claimed, err := second.Reserve(ctx(t), k, fpA, long, long)
 	if err != nil || !claimed {
 		t.Fatalf("takeover: claimed=%v err=%v", claimed, err)
@@ -258,11 +283,13 @@ func (s *suite) fillMissing(t *testing.T) {
 	if g.State != idem.StateCompleted || string(g.Result) != "from sql" || g.Fingerprint != fpA || g.Token != "" {
 		t.Fatalf("Get after Fill = %+v", g)
 	}
+	s.wantLeft(t, "Get after Fill", g, long, 0)
 	rec, claimed, err := s.h.New(t).Reserve(ctx(t), k, fpA, long, long)
 	wantNoErr(t, "Reserve after Fill", err)
 	if claimed || string(rec.Result) != "from sql" {
 		t.Fatalf("Reserve after Fill: claimed=%v rec=%+v, want a replay", claimed, rec)
 	}
+	s.wantLeft(t, "Reserve after Fill", rec, long, 0)
 }
 
 func (s *suite) fillReplaces(t *testing.T) {

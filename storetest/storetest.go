@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +28,10 @@ type Harness struct {
 	Advance func(t *testing.T, d time.Duration)
 
 	// Tick is the lease the expiry tests use; they wait 2×Tick for a lease to
-	// lapse. Default DefaultTick. A backend whose clock has coarse resolution
-	// or whose calls are slow asks for more.
+	// lapse, and the grace cases grant graces of 2×Tick (10×Tick for the
+	// concurrent one) and wait them out. Default DefaultTick. A backend
+	// whose clock has coarse resolution or whose calls are slow asks for
+	// more.
 	Tick time.Duration
 
 	// Contenders scales the concurrency tests: goroutines on one key (default
@@ -41,6 +44,8 @@ type Harness struct {
 type suite struct {
 	h     Harness
 	scope string
+	// advanced is how far Harness.Advance has moved the backend's clock.
+	advanced atomic.Int64
 }
 
 // Run runs the conformance suite against h.
@@ -74,7 +79,13 @@ func Run(t *testing.T, h Harness) {
 		{"ReleaseMissingIsNoop", s.releaseMissing},
 		{"RenewExtendsLease", s.renewExtends},
 		{"ExpiredLeaseTakenOver", s.expiredLeaseTakenOver},
+		{"GraceKeepsTheOwner", s.graceKeepsOwner},
+		{"GraceOncePerLapse", s.graceOncePerLapse},
+		{"GraceConcurrentReserves", s.graceConcurrent},
+		{"GraceOutlivesTheExpiry", s.graceOutlivesExpiry},
 		{"ExpiredLeaseOtherFingerprintKept", s.expiredLeaseOtherFingerprint},
+		{"ExpiresIn", s.expiresIn},
+		{"ExpiresInNotPastTheRecord", s.expiresInBound},
 		{"ResultsByteForByte", s.resultsByteForByte},
 		{"RetentionExpiry", s.retentionExpiry},
 		{"GetMissing", s.getMissing},
@@ -101,10 +112,33 @@ func (s *suite) key() idem.Key { return idem.NewKey(s.scope, randomHex(12)) }
 func (s *suite) wait(t *testing.T, d time.Duration) {
 	t.Helper()
 	if s.h.Advance != nil {
+		s.advanced.Add(int64(d))
 		s.h.Advance(t, d)
 		return
 	}
 	time.Sleep(d)
+}
+
+// stamp is a moment on the backend's clock, as the suite can know it: the
+// application's clock, and how far Advance had moved the backend's.
+type stamp struct {
+	real     time.Time
+	advanced time.Duration
+}
+
+// now returns the current stamp.
+func (s *suite) now() stamp {
+	return stamp{real: time.Now(), advanced: time.Duration(s.advanced.Load())}
+}
+
+// since returns how much time the backend has at least counted since a
+// stamp taken after a call returned, up to now: what Advance added on an
+// injected clock, the application's clock otherwise.
+func (s *suite) since(st stamp) time.Duration {
+	if s.h.Advance != nil {
+		return time.Duration(s.advanced.Load()) - st.advanced
+	}
+	return time.Since(st.real)
 }
 
 func ctx(t *testing.T) context.Context {

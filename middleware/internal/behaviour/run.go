@@ -18,6 +18,7 @@ var rows = []row{
 	{"derived key", derivedKey},
 	{"body over limit", bodyOverLimit},
 	{"broken JSON body", brokenJSON},
+	{"bodies Go reads differently", goReadsDifferently},
 	{"completed replay", completedReplay},
 	{"replay marker", replayMarker},
 	{"in flight waits for the owner", inFlightWaits},
