@@ -38,11 +38,24 @@
 // cancelled callers — on three Stores with random faults between steps, and
 // checks the same invariants against a model after every step.
 //
-// The soak test (build tag soak, make soak) runs mixed load for
-// IDEM_SOAK_TIME over three Stores while a test-owned redis-server restarts
-// and Postgres backends are terminated, then checks for zero double runs,
-// zero lost completions, and goroutines and database connections back to
-// their baseline.
+// The soak (TestSoak; make soak runs it for SOAKTIME, make test for a
+// short seed) runs the test binary again as three service processes, each
+// serving a payments API behind idem's middleware on Gin, Echo or chi,
+// over one Postgres behind a fault proxy and one Redis under Sentinel. A
+// client in the test drives them over real HTTP — new operations, retries,
+// bursts of duplicates across and within processes, mismatches, bodies a
+// Go handler reads differently from their fingerprint, keys outliving a
+// short retention — while a nemesis pauses, flushes, restarts and fails
+// over Redis, kills Postgres backends and black-holes their connections,
+// stops an owner past its lease, skews an application clock and slows
+// completions, and handlers are slow, fail and panic on request. Every
+// request, every run of a handler and every fault is recorded
+// (internal/testkit/history); once the faults are lifted, every lease has
+// lapsed and a quiet round has called every key once more, the stores are
+// read directly and the history is checked. Any anomaly fails the test, as
+// does a service process that leaves a goroutine behind or, under the race
+// detector, reports a race. IDEM_SOAK_SEED picks the seed; IDEM_SOAK_KEEP
+// names a directory to keep the history of a failed run in.
 //
 // Scenarios that found a weakness in another package stay here as
 // regression tests; their comments say what used to go wrong.
