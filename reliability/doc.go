@@ -55,7 +55,10 @@
 // read directly and the history is checked. Any anomaly fails the test, as
 // does a service process that leaves a goroutine behind or, under the race
 // detector, reports a race. IDEM_SOAK_SEED picks the seed; IDEM_SOAK_KEEP
-// names a directory to keep the history of a failed run in.
+// names a directory to keep the history of a failed run in; to tell one
+// fault's trouble from another's, IDEM_SOAK_FAULTS lists the only kinds to
+// inject and IDEM_SOAK_NEMESIS=off injects none (the run then fails on the
+// missing kinds, but checks the history all the same).
 //
 // Scenarios that found a weakness in another package stay here as
 // regression tests; their comments say what used to go wrong.
