@@ -164,8 +164,10 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 		return nil
 	}
 	s := h.c.s
+	if !s.track() {
+		return nil // closed: the work's context is cancelled already
+	}
 	r := &renewal{h: h, cancel: cancel}
-	s.wg.Add(1)
 	// Most work ends before its first renewal: the renewer starts only when
 	// that is due, so short work costs a timer, not a goroutine (nor the
 	// renewer's channels).

@@ -55,8 +55,12 @@ type Store struct {
 
 	base   context.Context // parent of all work; cancelled by Close
 	stop   context.CancelCauseFunc
-	wg     sync.WaitGroup // executions on goroutines of their own, renewers, completions
 	closed atomic.Bool
+	// wg counts the goroutines the Store started (executions on goroutines
+	// of their own, renewers, background completions); trackMu orders
+	// adding to it against Close's Wait.
+	trackMu sync.RWMutex
+	wg      sync.WaitGroup
 }
 
 // New returns a Store. At least one of WithSQL and WithRedis is required;
@@ -98,12 +102,28 @@ func New(opts ...Option) (*Store, error) {
 // still pending is abandoned: its claim lapses after the lease. It does not
 // close the layers: their owner does. Calls after Close get ErrClosed.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
+	s.trackMu.Lock()
+	already := s.closed.Swap(true)
+	s.trackMu.Unlock()
+	if already {
 		return nil
 	}
 	s.stop(ErrClosed)
 	s.wg.Wait()
 	return nil
+}
+
+// track counts a goroutine the Store is about to start, which must call
+// s.wg.Done when it ends. After Close it reports false and counts nothing:
+// Close may be waiting already.
+func (s *Store) track() bool {
+	s.trackMu.RLock()
+	defer s.trackMu.RUnlock()
+	if s.closed.Load() {
+		return false
+	}
+	s.wg.Add(1)
+	return true
 }
 
 // outcome is what one execution hands to every caller that shared it.
@@ -175,7 +195,11 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 		c.lead(part)
 		return c.out.result, c.out.err
 	}
-	s.wg.Add(1)
+	if !s.track() { // closed meanwhile: end the call here, for those that joined it
+		c.out = outcome{err: ErrClosed}
+		part.leave(c)
+		return Result{}, ErrClosed
+	}
 	go func() {
 		defer s.wg.Done()
 		c.lead(part)

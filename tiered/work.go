@@ -113,7 +113,9 @@ func (c *call) stored(h *hold, val []byte, accepted time.Time) {
 // its result stands), or the Store closes. It holds the lease meanwhile.
 func (c *call) finishLater(h *hold, val []byte) {
 	s := c.s
-	s.wg.Add(1)
+	if !s.track() {
+		return // closed meanwhile: the claim lapses after the lease
+	}
 	go func() {
 		defer s.wg.Done()
 		accepted, err := h.complete(val, time.Time{})
