@@ -136,7 +136,9 @@ func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 			// start: ask again, and lead if no one else does.
 			continue
 		}
-		if res.Value != nil {
+		if res.Value != nil && (err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable)) {
+			// The stored response, or the response of the execution this
+			// request shared (its failure, which the policy did not keep).
 			h.replay(w, r, res.Value, err != nil)
 			return
 		}

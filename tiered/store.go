@@ -229,6 +229,11 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 	}
 	o := c.out
 	o.result.Replayed = true
+	if errors.Is(o.err, ErrPending) || errors.Is(o.err, idem.ErrLeaseLost) || errors.Is(o.err, ErrClosed) {
+		// The leader's value is not the key's result: it may never be
+		// stored, or another owner's stands. Only the leader sees it.
+		o.result.Value = nil
+	}
 	switch {
 	case o.err == nil:
 		o.result.Tier = idem.TierLocal

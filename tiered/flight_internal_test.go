@@ -1,0 +1,97 @@
+package tiered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/faultlayer"
+	"github.com/idemkit/idem/memlayer"
+)
+
+// joined waits until a caller other than the leader joined the execution of
+// key and fingerprint fp in this process.
+func joined(t *testing.T, s *Store, key idem.Key, fp string) {
+	t.Helper()
+	f := flightKey{digest: key.Digest(), fp: fp}
+	part := &s.flights[f.digest[0]%flightShards]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		part.mu.Lock()
+		c := part.calls[f]
+		ok := c != nil && c.done != nil
+		part.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no caller joined the execution")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A caller that joined an execution whose result was not stored — its
+// completion still pending, or refused after a takeover — gets the error
+// and not the leader's value: that value may never be the key's result,
+// and a caller that took it for one would act on an answer another owner's
+// contradicts.
+func TestJoinedCallerNeverGetsAnUnstoredValue(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail error
+		want error
+	}{
+		{"pending", fmt.Errorf("%w: completion refused", idem.ErrUnavailable), ErrPending},
+		{"lease lost", idem.ErrLeaseLost, idem.ErrLeaseLost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sql := faultlayer.New(memlayer.New())
+			s, err := New(WithSQL(sql), WithLease(200*time.Millisecond), WithWait(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			k := idem.NewKey(t.Name(), "k")
+			started, release := make(chan struct{}), make(chan struct{})
+			fn := func(context.Context) ([]byte, error) {
+				close(started)
+				<-release
+				return []byte("charged"), nil
+			}
+			leader := make(chan error, 1)
+			go func() {
+				r, err := s.Do(context.Background(), k, "fp", fn)
+				if string(r.Value) != "charged" {
+					err = fmt.Errorf("leader's value %q with %w", r.Value, err)
+				}
+				leader <- err
+			}()
+			<-started
+			follower := make(chan struct {
+				r   Result
+				err error
+			}, 1)
+			go func() {
+				r, err := s.Do(t.Context(), k, "fp", fn)
+				follower <- struct {
+					r   Result
+					err error
+				}{r, err}
+			}()
+			joined(t, s, k, "fp")
+			sql.Fail(tc.fail, faultlayer.Complete)
+			close(release)
+			if err := <-leader; !errors.Is(err, tc.want) {
+				t.Fatalf("leader: %v, want %v", err, tc.want)
+			}
+			got := <-follower
+			if !errors.Is(got.err, tc.want) || got.r.Value != nil {
+				t.Fatalf("follower: %q, %v; want no value and %v", got.r.Value, got.err, tc.want)
+			}
+		})
+	}
+}
