@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/clock"
 )
 
 // Fill implements idem.Filler (fill.lua): it stores rec, which must be
@@ -38,7 +39,7 @@ func (l *Layer) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) er
 	}
 	ms := millis(ttl)
 	// The mark of a completed record is its retention (see value.go).
-	v := encode(stateCompleted, rec.Token, ms, 0, time.Now().UnixMilli()+ms, rec.Fingerprint, rec.Result)
+	v := encode(stateCompleted, rec.Token, ms, 0, clock.Now().UnixMilli()+ms, rec.Fingerprint, rec.Result)
 	c, cancel := l.bound(ctx)
 	err := fillScript.Run(c, l.client, []string{l.name(rec.Key)}, v, ms).Err()
 	cancel()

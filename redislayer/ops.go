@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/clock"
 )
 
 // Complete implements idem.Layer with a token compare-and-set
@@ -28,7 +29,7 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 	}
 	ms := millis(ttl)
 	expiry := make([]byte, numWidth)
-	putNum(expiry, time.Now().UnixMilli()+ms)
+	putNum(expiry, clock.Now().UnixMilli()+ms)
 	return l.cas(ctx, "complete", key, completeScript, token, result, expiry, ms)
 }
 
@@ -60,7 +61,7 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 	}
 	ms := millis(lease)
 	until := make([]byte, numWidth)
-	putNum(until, time.Now().UnixMilli()+ms)
+	putNum(until, clock.Now().UnixMilli()+ms)
 	// The new lease end doubles as the expiry when the record is extended.
 	return l.cas(ctx, "renew", key, renewScript, token, ms, until, until)
 }

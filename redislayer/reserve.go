@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/clock"
 )
 
 // Reserve implements idem.Layer. It is one round trip in the common cases,
@@ -75,7 +76,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	token := idem.NewToken()
 	leaseMs, ttlMs := millis(lease), max(millis(ttl), millis(lease))
-	now := time.Now().UnixMilli()
+	now := clock.Now().UnixMilli()
 	claim := encode(stateInProgress, token, ttlMs-leaseMs, now+leaseMs, now+ttlMs, fingerprint, nil)
 	claimed := func() (idem.Record, bool, error) {
 		l.seen.Learn(false)

@@ -16,8 +16,12 @@
 // One difference with a real clock: a real clock that is stepped leaves
 // the monotonic reading alone, whereas changing the skew moves it for the
 // readings after the change. A duration measured from a reading before a
-// change to one after it includes the change. A test that changes the skew
-// while work runs sees that jump too.
+// change to one after it includes the change. So production code measures
+// durations with time.Now and keeps Now for readings that leave the
+// process: today the lease and expiry times redislayer writes into a
+// record for its readers. Everything the Store decides is decided by the
+// store's clock (leases, expiries) or by durations (Record.ExpiresIn), so
+// a skew changes none of it; the soak skews live processes to prove it.
 //
 // The skew is one atomic word, read once per call; Now costs what time.Now
 // costs, plus an addition when a skew is set.
