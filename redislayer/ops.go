@@ -124,17 +124,9 @@ func (l *Layer) read(ctx context.Context, key idem.Key, waiter bool) (idem.Recor
 	if err != nil {
 		return idem.Record{}, 0, l.fail(ctx, "get", err)
 	}
-	var v string
-	var pttl int64
-	ok := len(reply) == 2
-	if ok {
-		v, ok = reply[0].(string)
-	}
-	if ok {
-		pttl, ok = reply[1].(int64)
-	}
-	if !ok {
-		return idem.Record{}, 0, errReply("get", reply)
+	v, pttl, err := recordReply("get", reply)
+	if err != nil {
+		return idem.Record{}, 0, err
 	}
 	s, err := decode(v)
 	if err != nil {

@@ -150,6 +150,20 @@ func (l *Layer) reserveScript(ctx context.Context, name string, claim []byte, tt
 	if err != nil {
 		return "", 0, err
 	}
+	return recordReply("reserve", reply)
+}
+
+// sameOwnerCandidate reports whether the record v that SET NX GET found may
+// be taken over by a claim for fingerprint, or its owner granted a grace:
+// in progress, same fingerprint, another token. Only reserve.lua can tell
+// whether its lease has lapsed.
+func sameOwnerCandidate(v, fingerprint, token string) bool {
+	s, err := decode(v)
+	return err == nil && s.inProgress() && s.fp == fingerprint && s.token != token
+}
+
+// recordReply reads a script's {record, PTTL} reply.
+func recordReply(op string, reply []any) (string, int64, error) {
 	var v string
 	var pttl int64
 	ok := len(reply) == 2
@@ -160,16 +174,7 @@ func (l *Layer) reserveScript(ctx context.Context, name string, claim []byte, tt
 		pttl, ok = reply[1].(int64)
 	}
 	if !ok {
-		return "", 0, errReply("reserve", reply)
+		return "", 0, errReply(op, reply)
 	}
 	return v, pttl, nil
-}
-
-// sameOwnerCandidate reports whether the record v that SET NX GET found may
-// be taken over by a claim for fingerprint, or its owner granted a grace:
-// in progress, same fingerprint, another token. Only reserve.lua can tell
-// whether its lease has lapsed.
-func sameOwnerCandidate(v, fingerprint, token string) bool {
-	s, err := decode(v)
-	return err == nil && s.inProgress() && s.fp == fingerprint && s.token != token
 }

@@ -86,26 +86,39 @@ func inFlightPastWait(t *testing.T, e *env) {
 	s1 := e.start(t, nil)
 	s2 := e.start(t, nil, tiered.WithWait(100*time.Millisecond))
 	q := request{path: "/slow", key: newKey(), body: payBody}
-	var first reply
-	var err error
-	var wg sync.WaitGroup
-	wg.Go(func() { first, err = s1.try(t, q) })
-	if !e.app.Started(10 * time.Second) {
-		t.Fatal("the first request never reached the handler")
-	}
+	answer := leadSlow(t, e, s1, q)
 	r := s2.send(t, q)
 	wantProblem(t, r, http.StatusConflict, middleware.ProblemInFlight)
 	if got := r.header.Get("Retry-After"); got != "1" {
 		t.Fatalf("Retry-After %q, want 1", got)
 	}
 	e.app.Release()
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := answer()
 	wantStatus(t, first, http.StatusCreated)
 	wantReplay(t, first, s2.send(t, q))
 	wantRuns(t, e, 1)
+}
+
+// leadSlow sends q (a /slow request) to s and waits until its handler
+// runs; the returned function waits for its answer once the row released
+// the handler.
+func leadSlow(t *testing.T, e *env, s *server, q request) (answer func() reply) {
+	t.Helper()
+	var first reply
+	var err error
+	var wg sync.WaitGroup
+	wg.Go(func() { first, err = s.try(t, q) })
+	if !e.app.Started(10 * time.Second) {
+		t.Fatal("the first request never reached the handler")
+	}
+	return func() reply {
+		t.Helper()
+		wg.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return first
+	}
 }
 
 // inFlightHerePastWait: a duplicate of a request that this same instance
@@ -115,29 +128,20 @@ func inFlightPastWait(t *testing.T, e *env) {
 func inFlightHerePastWait(t *testing.T, e *env) {
 	s := e.start(t, nil, tiered.WithWait(100*time.Millisecond))
 	q := request{path: "/slow", key: newKey(), body: payBody}
-	var first reply
-	var err error
-	var wg sync.WaitGroup
-	wg.Go(func() { first, err = s.try(t, q) })
-	if !e.app.Started(10 * time.Second) {
-		t.Fatal("the first request never reached the handler")
-	}
+	answer := leadSlow(t, e, s, q)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	dup := q
 	dup.ctx = ctx // the handler waits for Release: a duplicate that waits for it never returns
 	r, derr := s.try(t, dup)
 	e.app.Release()
-	wg.Wait()
+	first := answer()
 	if derr != nil {
 		t.Fatalf("the duplicate waited for the handler: %v", derr)
 	}
 	wantProblem(t, r, http.StatusConflict, middleware.ProblemInFlight)
 	if got := r.header.Get("Retry-After"); got != "1" {
 		t.Fatalf("Retry-After %q, want 1", got)
-	}
-	if err != nil {
-		t.Fatal(err)
 	}
 	wantStatus(t, first, http.StatusCreated)
 	wantReplay(t, first, s.send(t, q))
@@ -151,13 +155,7 @@ func inFlightHerePastWait(t *testing.T, e *env) {
 func duplicateHereGivesUp(t *testing.T, e *env) {
 	s := e.start(t, nil)
 	q := request{path: "/slow", key: newKey(), body: payBody}
-	var first reply
-	var err error
-	var wg sync.WaitGroup
-	wg.Go(func() { first, err = s.try(t, q) })
-	if !e.app.Started(10 * time.Second) {
-		t.Fatal("the first request never reached the handler")
-	}
+	answer := leadSlow(t, e, s, q)
 	ctx, cancel := context.WithCancel(t.Context())
 	dup := q
 	dup.ctx = ctx
@@ -170,10 +168,7 @@ func duplicateHereGivesUp(t *testing.T, e *env) {
 	}
 	s.waitActive(t, 1) // only the leader is left, its handler still held
 	e.app.Release()
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := answer()
 	wantStatus(t, first, http.StatusCreated)
 	wantReplay(t, first, s.send(t, q))
 	wantRuns(t, e, 1)
