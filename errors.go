@@ -28,6 +28,14 @@ var (
 	// run (HTTP 503).
 	ErrUnavailable = errors.New("idem: store unavailable")
 
+	// ErrConfig reports a mistake in setting idem up, which no retry fixes: a
+	// table that does not exist (run the layer's Init, or apply its DDL), an
+	// unknown database, failed authentication, a missing client. Unlike
+	// ErrUnavailable it is not an outage: the message says what to change.
+	// The middleware answers it as a server error (500), never as "retry
+	// later".
+	ErrConfig = errors.New("idem: configuration error")
+
 	// ErrTooLarge reports a result larger than a layer accepts.
 	ErrTooLarge = errors.New("idem: result too large")
 )
