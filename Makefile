@@ -19,7 +19,7 @@ test-race:
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
 
 backends:
-	@$(GO) test -count=1 -v -run '^TestBackends$$' ./internal/testenv | grep -E '^\s+testenv_test.go' || true
+	@$(GO) test -count=1 -v -run '^TestBackends$$' ./internal/testkit/testenv | grep -E '^\s+testenv_test.go' || true
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/idemkit/idem/internal/testkit/behaviour"
 	"github.com/idemkit/idem/middleware"
-	"github.com/idemkit/idem/middleware/internal/behaviour"
 	"github.com/idemkit/idem/tiered"
 )
 

@@ -7,8 +7,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	chimw "github.com/go-chi/chi/v5/middleware"
 
+	"github.com/idemkit/idem/internal/testkit/behaviour"
 	"github.com/idemkit/idem/middleware"
-	"github.com/idemkit/idem/middleware/internal/behaviour"
 	"github.com/idemkit/idem/tiered"
 )
 

@@ -12,7 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
 	"github.com/idemkit/idem/tiered"
 )
 

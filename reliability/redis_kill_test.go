@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
 	"github.com/idemkit/idem/tiered"
 )
 

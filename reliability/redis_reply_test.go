@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/faultlayer"
-	"github.com/idemkit/idem/internal/faultproxy"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/faultproxy"
 	"github.com/idemkit/idem/tiered"
 )
 

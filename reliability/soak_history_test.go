@@ -25,9 +25,9 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
-	"github.com/idemkit/idem/internal/stacktest"
-	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/internal/testkit/stacktest"
+	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
 )
 

@@ -17,9 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun"
 
-	"github.com/idemkit/idem/internal/faultproxy"
-	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/internal/testkit/faultproxy"
 	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/internal/testkit/testenv"
 )
 
 // nemesis injects the soak's faults, each recorded as a history Fault

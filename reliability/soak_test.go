@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/stacktest"
-	"github.com/idemkit/idem/internal/testenv"
 	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/internal/testkit/stacktest"
+	"github.com/idemkit/idem/internal/testkit/testenv"
 )
 
 // soakSettings are the timings of one soak run, shared by the parent and

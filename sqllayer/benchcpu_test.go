@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/internal/testkit/testenv"
 )
 
 // cpuMeter measures the processor time of this process and of the Postgres

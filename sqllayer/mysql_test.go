@@ -7,7 +7,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/testenv"
+	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
 	"github.com/idemkit/idem/memlayer"
 )
 

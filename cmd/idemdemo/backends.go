@@ -19,7 +19,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/faultproxy"
+	"github.com/idemkit/idem/internal/testkit/faultproxy"
 )
 
 // backends are the Redis and the database the instances share.

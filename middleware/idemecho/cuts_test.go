@@ -7,9 +7,9 @@ import (
 	"github.com/labstack/echo/v4"
 	echomw "github.com/labstack/echo/v4/middleware"
 
+	"github.com/idemkit/idem/internal/testkit/behaviour"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
-	"github.com/idemkit/idem/middleware/internal/behaviour"
 	"github.com/idemkit/idem/tiered"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkit/idem/internal/testkit/behaviour"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemgin"
-	"github.com/idemkit/idem/middleware/internal/behaviour"
 	"github.com/idemkit/idem/tiered"
 )
 

@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/idemkit/idem/internal/faultproxy"
+	"github.com/idemkit/idem/internal/testkit/faultproxy"
 )
 
 // PostgresViaProxy returns the real Postgres reached through a fault proxy

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/tiered"

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/stacktest"
+	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/memlayer"
 )
 

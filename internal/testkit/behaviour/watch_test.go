@@ -6,7 +6,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
 	"github.com/idemkit/idem/memlayer"
 )
 
