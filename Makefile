@@ -3,20 +3,31 @@
 # required when IDEM_REQUIRE_SERVICES=1.
 
 GO        ?= go
-PKGS      ?= ./...
+# MODULES are the modules of the repository, tied together by go.work: the
+# core, each integration, and the test, benchmark and demo modules.
+MODULES   := . ./middleware/idemgin ./middleware/idemecho ./idemprom ./reliability ./bench ./cmd/idemdemo
+PKGS      ?= $(addsuffix /...,$(MODULES))
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race backends lint fuzz bench bench-all soak
+.PHONY: test test-race backends modules lint fuzz bench bench-all soak
 
-# test: every package under the race detector, after saying which backends
-# this run has.
-test: backends test-race
+# test: every package of every module under the race detector, after saying
+# which backends this run has and checking that each module stands alone.
+test: backends modules test-race
 
 test-race:
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+
+# modules: each module's go.mod is tidy and the module builds without the
+# workspace, as a user who requires it alone gets it.
+modules:
+	@for m in $(MODULES); do \
+	  (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null && GOWORK=off $(GO) build ./... && GOWORK=off $(GO) vet ./...) \
+	    || { echo "module $$m: go.mod is not tidy, or the module does not build on its own"; exit 1; }; \
+	done
 
 backends:
 	@$(GO) test -count=1 -v -run '^TestBackends$$' ./internal/testkit/testenv | grep -E '^\s+testenv_test.go' || true
