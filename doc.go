@@ -14,8 +14,6 @@
 //   - The sentinel errors ([ErrInFlight], [ErrMismatch], [ErrLeaseLost],
 //     [ErrNotFound], [ErrUnavailable], [ErrTooLarge]), checked with errors.Is.
 //   - [Observer] and [Event]: a hook for metrics and logs.
-//   - [MarshalRecord] and [UnmarshalRecord]: a versioned binary codec for
-//     records, for layers and caches that store a record as one value.
 //
 // Users call the tiered.Store (package tiered) or the HTTP middleware
 // (package middleware); the layers live in packages redislayer, sqllayer and

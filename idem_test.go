@@ -1,12 +1,10 @@
 package idem_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -83,75 +81,6 @@ func TestTokensAreRandom(t *testing.T) {
 		}
 		seen[tok] = true
 	}
-}
-
-func sampleRecords() []idem.Record {
-	t0 := time.Date(2026, 3, 4, 5, 6, 7, 890, time.UTC)
-	return []idem.Record{
-		{Key: idem.NewKey("s", "k"), Fingerprint: "f1:abc", State: idem.StateInProgress, Token: idem.NewToken(), LeaseUntil: t0, ExpiresAt: t0.Add(time.Hour)},
-		{Key: idem.NewKey("s", "k2"), Fingerprint: "", State: idem.StateCompleted, Result: []byte{}, ExpiresAt: t0},
-		{Key: idem.NewKey("", "k3"), Fingerprint: "fp", State: idem.StateCompleted, Result: bytes.Repeat([]byte{0, 1, 255}, 100000), ExpiresAt: t0},
-	}
-}
-
-func TestCodecRoundTrip(t *testing.T) {
-	for i, r := range sampleRecords() {
-		b := idem.MarshalRecord(r)
-		got, err := idem.UnmarshalRecord(b)
-		if err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-		if !got.Key.Equal(r.Key) || got.Fingerprint != r.Fingerprint || got.State != r.State || got.Token != r.Token ||
-			!bytes.Equal(got.Result, r.Result) || (got.Result == nil) != (r.Result == nil) ||
-			!got.LeaseUntil.Equal(r.LeaseUntil) || !got.ExpiresAt.Equal(r.ExpiresAt) {
-			t.Fatalf("record %d: round trip gave %+v, want %+v", i, got, r)
-		}
-	}
-}
-
-func TestCodecRejects(t *testing.T) {
-	good := idem.MarshalRecord(sampleRecords()[0])
-	for _, tc := range []struct {
-		name string
-		b    []byte
-	}{
-		{"empty", nil},
-		{"short", good[:10]},
-		{"truncated", good[:len(good)-1]},
-		{"trailing", append(append([]byte{}, good...), 0)},
-		{"version", append([]byte{9}, good[1:]...)},
-		{"state", append([]byte{good[0], 7}, good[2:]...)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := idem.UnmarshalRecord(tc.b); !errors.Is(err, idem.ErrCodec) {
-				t.Fatalf("err = %v, want ErrCodec", err)
-			}
-		})
-	}
-}
-
-func FuzzUnmarshalRecord(f *testing.F) {
-	for _, r := range sampleRecords()[:2] {
-		f.Add(idem.MarshalRecord(r))
-	}
-	f.Add([]byte{1, 2, 1})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := idem.UnmarshalRecord(b)
-		if err != nil {
-			return
-		}
-		// Whatever decodes must encode back to a form that decodes to the
-		// same record.
-		again, err := idem.UnmarshalRecord(idem.MarshalRecord(r))
-		if err != nil {
-			t.Fatalf("re-encoding a decoded record failed: %v", err)
-		}
-		if !again.Key.Equal(r.Key) || again.Token != r.Token || again.Fingerprint != r.Fingerprint ||
-			!bytes.Equal(again.Result, r.Result) || again.State != r.State ||
-			!again.LeaseUntil.Equal(r.LeaseUntil) || !again.ExpiresAt.Equal(r.ExpiresAt) {
-			t.Fatalf("round trip changed the record: %+v vs %+v", r, again)
-		}
-	})
 }
 
 func TestObservers(t *testing.T) {

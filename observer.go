@@ -16,10 +16,9 @@ const (
 	TierLocal
 	// TierRedis is the Redis layer.
 	TierRedis
-	// TierSQL is the SQL layer.
+	// TierSQL is the SQL layer (or whichever layer the Store was given
+	// with WithSQL: the deciding tier).
 	TierSQL
-	// TierMemory is the in-memory layer (tests, single-process use).
-	TierMemory
 )
 
 // String returns the tier's lower-case name.
@@ -31,8 +30,6 @@ func (t Tier) String() string {
 		return "redis"
 	case TierSQL:
 		return "sql"
-	case TierMemory:
-		return "memory"
 	}
 	return "none"
 }

@@ -112,7 +112,7 @@ func BenchmarkDuplicate(b *testing.B) {
 	}
 	// The same duplicate through SET NX PX GET, which the adaptive order
 	// leaves for workloads of mostly new keys, for comparison.
-	claimFirst := newLayer(b, e.client, redislayer.WithPrefix(e.prefix), redislayer.WithReserveOrder(redislayer.ClaimFirst))
+	claimFirst := newLayer(b, e.client, redislayer.WithPrefix(e.prefix), redislayer.WithReserveOrder(idem.OrderClaimFirst))
 	raw := e.prefix + "raw"
 	if err := e.client.Set(ctx, raw, e.value, time.Hour).Err(); err != nil {
 		b.Fatal(err)

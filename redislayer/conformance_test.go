@@ -13,9 +13,9 @@ import (
 )
 
 // fixedOrders are the Reserve orders the suite runs under one by one; the
-// default, Adaptive, switches between them as the suite's mix of new keys
+// default, idem.OrderAdaptive, switches between them as the suite's mix of new keys
 // and duplicates goes.
-var fixedOrders = []redislayer.ReserveOrder{redislayer.ReadFirst, redislayer.ClaimFirst}
+var fixedOrders = []idem.ReserveOrder{idem.OrderReadFirst, idem.OrderClaimFirst}
 
 func TestConformanceMiniredis(t *testing.T) {
 	t.Parallel() // the timing-sensitive fault and wait tests run alone, before these

@@ -32,7 +32,7 @@ func realLayers(t *testing.T, n int) []*redislayer.Layer {
 		o.ContextTimeoutEnabled = true
 		c := redis.NewClient(&o)
 		t.Cleanup(func() { _ = c.Close() })
-		order := []redislayer.ReserveOrder{redislayer.ReadFirst, redislayer.ClaimFirst}[i%2]
+		order := []idem.ReserveOrder{idem.OrderReadFirst, idem.OrderClaimFirst}[i%2]
 		ls[i] = newLayer(t, c, redislayer.WithPrefix(prefix), redislayer.WithTimeout(5*time.Second),
 			redislayer.WithReserveOrder(order))
 	}

@@ -32,7 +32,7 @@ func serverLayer(t *testing.T, s *testenv.RedisServer, opts ...redislayer.Option
 // a fresh layer of the default order claims first, so the fault tests run
 // both.
 func readFirst(t *testing.T, s *testenv.RedisServer) *redislayer.Layer {
-	return serverLayer(t, s, redislayer.WithReserveOrder(redislayer.ReadFirst))
+	return serverLayer(t, s, redislayer.WithReserveOrder(idem.OrderReadFirst))
 }
 
 // every runs each operation of the layer once under ctx and returns their

@@ -50,7 +50,7 @@ type Layer struct {
 	prefix    string
 	timeout   time.Duration
 	maxResult int
-	order     ReserveOrder
+	order     idem.ReserveOrder
 	hub       *hub
 
 	seen  mix.Existing // the share of Reserve calls that found their key taken

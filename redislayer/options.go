@@ -1,6 +1,10 @@
 package redislayer
 
-import "time"
+import (
+	"time"
+
+	"github.com/idemkit/idem"
+)
 
 // Defaults of a Layer.
 const (
@@ -51,7 +55,8 @@ func WithTimeout(d time.Duration) Option {
 // values over its proto-max-bulk-len, 512 MB by default).
 func WithMaxResult(n int) Option { return func(l *Layer) { l.maxResult = n } }
 
-// WithReserveOrder sets the order of Reserve's commands. Default Adaptive:
-// a GET first while most keys arrive taken, the claim first while most are
-// new. See ReserveOrder.
-func WithReserveOrder(o ReserveOrder) Option { return func(l *Layer) { l.order = o } }
+// WithReserveOrder sets the order of Reserve's commands. Default
+// [idem.OrderAdaptive]: GET first while most keys arrive already taken, the
+// claim first while most are new. [idem.OrderOneStatement] is
+// [idem.OrderClaimFirst] here.
+func WithReserveOrder(o idem.ReserveOrder) Option { return func(l *Layer) { l.order = o } }

@@ -30,8 +30,8 @@ import (
 var benchApp string
 
 // benchDB opens one pgx pool of 16 connections with fresh tables, and
-// returns it with a Layer in the default order (Adaptive), one in the
-// OneStatement order, and the records table.
+// returns it with a Layer in the default order (idem.OrderAdaptive), one in the
+// idem.OrderOneStatement order, and the records table.
 func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, *sqllayer.Layer, string) {
 	b.Helper()
 	dsn, err := testenv.PostgresDSN()
@@ -59,7 +59,7 @@ func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, *sqllayer.Layer, string) {
 	if err := l.Init(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	return db, l, sqllayer.New(db, append(opts, sqllayer.WithReserveOrder(sqllayer.OneStatement))...), names[0]
+	return db, l, sqllayer.New(db, append(opts, sqllayer.WithReserveOrder(idem.OrderOneStatement))...), names[0]
 }
 
 // parallel runs body at g goroutines: a plain loop for 1, RunParallel with
@@ -91,8 +91,8 @@ func newKey(scope string, i int64) idem.Key { return idem.NewKey(scope, fmt.Spri
 
 // BenchmarkReserveCompleteNewKey measures a whole first request on Postgres:
 // Reserve on a key never seen, then Complete with a 64-byte result.
-// "layer" is the Layer (Adaptive: on new keys it inserts first);
-// "one-statement" is a Layer in the OneStatement order (the claim-or-read
+// "layer" is the Layer (idem.OrderAdaptive: on new keys it inserts first);
+// "one-statement" is a Layer in the idem.OrderOneStatement order (the claim-or-read
 // statement); "baseline" runs the two
 // statements such a request cannot do without, INSERT … ON CONFLICT DO
 // NOTHING and UPDATE … WHERE key AND token, on the same pool.
@@ -152,8 +152,8 @@ func BenchmarkReserveCompleteNewKey(b *testing.B) {
 
 // BenchmarkReserveCompletedKey measures a duplicate on Postgres: Reserve on
 // one of 1,000 completed keys, which returns the stored 64-byte result.
-// "layer" is the Layer (Adaptive: on duplicates it reads first, one
-// SELECT); "one-statement" is a Layer in the OneStatement order (the
+// "layer" is the Layer (idem.OrderAdaptive: on duplicates it reads first, one
+// SELECT); "one-statement" is a Layer in the idem.OrderOneStatement order (the
 // claim-or-read statement); "select" is a raw primary-key SELECT of the
 // same row on the same pool, the least a duplicate can cost; "select-bun" is
 // that

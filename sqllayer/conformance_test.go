@@ -24,16 +24,16 @@ func TestConformance(t *testing.T) {
 	type run struct {
 		name  string
 		open  func(testing.TB) *testenv.SQL
-		order sqllayer.ReserveOrder
+		order idem.ReserveOrder
 		conns int
 	}
 	runs := []run{
-		{"postgres", testenv.Postgres, sqllayer.Adaptive, 4},
-		{"mysql", testenv.MySQL, sqllayer.Adaptive, 4},
-		{"sqlite-file", testenv.SQLiteFile, sqllayer.Adaptive, 0},
-		{"sqlite-memory", testenv.SQLiteMemory, sqllayer.Adaptive, 0},
+		{"postgres", testenv.Postgres, idem.OrderAdaptive, 4},
+		{"mysql", testenv.MySQL, idem.OrderAdaptive, 4},
+		{"sqlite-file", testenv.SQLiteFile, idem.OrderAdaptive, 0},
+		{"sqlite-memory", testenv.SQLiteMemory, idem.OrderAdaptive, 0},
 	}
-	for _, o := range []sqllayer.ReserveOrder{sqllayer.ReadFirst, sqllayer.InsertFirst, sqllayer.OneStatement} {
+	for _, o := range []idem.ReserveOrder{idem.OrderReadFirst, idem.OrderClaimFirst, idem.OrderOneStatement} {
 		runs = append(runs,
 			run{"postgres-" + o.String(), testenv.Postgres, o, 2},
 			run{"mysql-" + o.String(), testenv.MySQL, o, 2})

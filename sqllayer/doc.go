@@ -47,7 +47,7 @@
 // # Statements
 //
 // Reserve has two ways to learn whether a key is free, and the cheaper one
-// depends on the workload, so by default (Adaptive) it follows what it has
+// depends on the workload, so by default ([idem.OrderAdaptive]) it follows what it has
 // seen lately:
 //
 //   - Read first, while most keys it sees already exist: a duplicate costs
@@ -66,7 +66,7 @@
 // SQLite always reads first, so that duplicates stay off its single write
 // lock. WithReserveOrder fixes the order.
 //
-// The OneStatement order (Postgres) makes every Reserve a single statement:
+// The [idem.OrderOneStatement] order (Postgres) makes every Reserve a single statement:
 // the INSERT sits in a WITH clause and a second branch returns the existing
 // row when the INSERT did nothing, one round trip for new keys and
 // duplicates alike, for a distant database. When that INSERT had to wait for

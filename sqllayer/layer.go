@@ -37,7 +37,7 @@ type Layer struct {
 	dialect dialect.Name
 	sqlite  bool
 	native  bool // statements go to the driver beneath bun, with $N arguments
-	order   ReserveOrder
+	order   idem.ReserveOrder
 	seen    mix.Existing // the share of Reserve calls that found their key taken
 	st      stmts
 	schema  []string

@@ -68,9 +68,11 @@ func WithClock(now func() time.Time) Option { return func(l *Layer) { l.now = no
 func WithObserver(o idem.Observer) Option { return func(l *Layer) { l.obs = o } }
 
 // WithReserveOrder sets the order of Reserve's statements. Default
-// Adaptive. SQLite always reads first: a conflicting INSERT would take its
-// single write lock. See ReserveOrder.
-func WithReserveOrder(o ReserveOrder) Option { return func(l *Layer) { l.order = o } }
+// [idem.OrderAdaptive]: read first while most keys arrive already taken,
+// insert first while most are new. SQLite always reads first: a conflicting
+// INSERT would take its single write lock. [idem.OrderOneStatement] is
+// Postgres's claim-or-read in one statement (see the package documentation).
+func WithReserveOrder(o idem.ReserveOrder) Option { return func(l *Layer) { l.order = o } }
 
 // WithEventRetention sets how long InTx and MarkProcessed keep a
 // processed-event row. Default DefaultEventRetention. A redelivery after the

@@ -1,9 +1,13 @@
 package sqllayer
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/idemkit/idem"
+)
 
 func TestAdaptiveOrderFollowsTheWorkload(t *testing.T) {
-	l := &Layer{order: Adaptive}
+	l := &Layer{order: idem.OrderAdaptive}
 	if l.readFirst() {
 		t.Fatal("a fresh layer reads first; it should expect new keys")
 	}
@@ -17,10 +21,10 @@ func TestAdaptiveOrderFollowsTheWorkload(t *testing.T) {
 		l    *Layer
 		want bool
 	}{
-		{&Layer{order: ReadFirst}, true},
-		{&Layer{order: InsertFirst}, false},
-		{&Layer{order: OneStatement}, false},
-		{&Layer{order: InsertFirst, sqlite: true}, true},
+		{&Layer{order: idem.OrderReadFirst}, true},
+		{&Layer{order: idem.OrderClaimFirst}, false},
+		{&Layer{order: idem.OrderOneStatement}, false},
+		{&Layer{order: idem.OrderClaimFirst, sqlite: true}, true},
 	} {
 		if got := tc.l.readFirst(); got != tc.want {
 			t.Errorf("%v (sqlite %v): readFirst = %v", tc.l.order, tc.l.sqlite, got)

@@ -11,7 +11,7 @@ package sqllayer
 // record has expired when that is not positive, and its ExpiresIn comes
 // from it. State 3 is an in-progress record in its grace (see grace below).
 //
-// pgClaimOrRead is Reserve's single statement in the OneStatement order: the
+// pgClaimOrRead is Reserve's single statement in the idem.OrderOneStatement order: the
 // INSERT … ON CONFLICT DO NOTHING claims a free key; when it conflicts, the
 // second branch returns the existing row with the database's verdict on its
 // expiry (how long it has left) and lease. When the INSERT had to wait for
