@@ -62,6 +62,16 @@ const (
 	EventFallbackOff
 	// EventReleased: a claim was released after failed work, so a retry runs.
 	EventReleased
+	// EventClaimed: a tier claimed the key for this call (Tier: which).
+	EventClaimed
+	// EventRenewed: the owner renewed its lease (Tier: the deciding tier).
+	EventRenewed
+	// EventCompleted: the deciding tier accepted the result (Duration: from
+	// the end of the work to the acceptance).
+	EventCompleted
+	// EventGrace: a layer found a lapsed lease and gave its owner a grace
+	// before anyone may take it over.
+	EventGrace
 )
 
 // String returns the kind's snake_case name, suitable as a metric label.
@@ -89,6 +99,14 @@ func (k EventKind) String() string {
 		return "fallback_off"
 	case EventReleased:
 		return "released"
+	case EventClaimed:
+		return "claimed"
+	case EventRenewed:
+		return "renewed"
+	case EventCompleted:
+		return "completed"
+	case EventGrace:
+		return "grace"
 	}
 	return "unknown"
 }
