@@ -72,6 +72,9 @@ const (
 	// EventGrace: a layer found a lapsed lease and gave its owner a grace
 	// before anyone may take it over.
 	EventGrace
+	// EventTierCall: a call to a tier returned (Tier, Duration: its latency;
+	// Err when it failed). Only a Store with an observer measures it.
+	EventTierCall
 )
 
 // String returns the kind's snake_case name, suitable as a metric label.
@@ -107,6 +110,8 @@ func (k EventKind) String() string {
 		return "completed"
 	case EventGrace:
 		return "grace"
+	case EventTierCall:
+		return "tier_call"
 	}
 	return "unknown"
 }
