@@ -75,6 +75,9 @@ const (
 	// EventTierCall: a call to a tier returned (Tier, Duration: its latency;
 	// Err when it failed). Only a Store with an observer measures it.
 	EventTierCall
+	// EventSwept: a janitor deleted expired rows (N: how many; Duration:
+	// the sweep).
+	EventSwept
 )
 
 // String returns the kind's snake_case name, suitable as a metric label.
@@ -112,6 +115,8 @@ func (k EventKind) String() string {
 		return "grace"
 	case EventTierCall:
 		return "tier_call"
+	case EventSwept:
+		return "swept"
 	}
 	return "unknown"
 }
@@ -124,6 +129,8 @@ type Event struct {
 	Key      Key
 	Duration time.Duration
 	Err      error
+	// N is a count, for the events that have one (EventSwept: rows).
+	N int64
 }
 
 // Observer receives events. Observe is called synchronously on the hot path

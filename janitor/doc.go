@@ -1,0 +1,25 @@
+// Package janitor deletes expired idempotency records on a schedule, one
+// instance at a time.
+//
+// Expired records are never treated as live (every layer compares expiry
+// with the store's clock), so sweeping them only reclaims space; but on a
+// busy table every instance sweeping at once would only contend for the
+// same rows. A Janitor takes a plain mutual exclusion first — a
+// bsm/redislock lock in Redis, obtained with a TTL, refreshed while the
+// sweep runs, released after — so that one instance of N sweeps at a time,
+// and a sweeper that crashed holds the lock no longer than its TTL:
+//
+//	j, err := janitor.New(sqlLayer, janitor.WithLock(rdb))
+//	go j.Run(ctx) // or tiered.WithJanitor(j): the Store runs it and stops it on Close
+//
+// Each sweep deletes in statements of at most the batch size (default
+// 500), so no statement holds locks long. When Redis cannot be reached the
+// janitor does not wait for it: it sweeps without the lock, in small
+// batches (at most 50 rows a statement), which is safe because each DELETE
+// of expired rows is idempotent — at worst two instances contend for a few
+// rows. Without WithLock every instance sweeps on its own schedule.
+//
+// Each sweep is reported to the Observer as idem.EventSwept with the number
+// of rows deleted; a failed one as idem.EventTierError. idemprom counts
+// both.
+package janitor
