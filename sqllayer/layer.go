@@ -243,8 +243,12 @@ func pause(ctx context.Context, attempt int) error {
 }
 
 func (l *Layer) observe(ctx context.Context, e idem.Event) {
-	if l.obs != nil {
+	o := l.obs
+	if o == nil {
+		o = idem.ObserverFrom(ctx) // the Store's, handed down with the call
+	}
+	if o != nil {
 		e.Tier = idem.TierSQL
-		l.obs.Observe(ctx, e)
+		o.Observe(ctx, e)
 	}
 }

@@ -63,8 +63,11 @@ func WithRetries(n int) Option { return func(l *Layer) { l.retries = max(n, 0) }
 func WithClock(now func() time.Time) Option { return func(l *Layer) { l.now = now } }
 
 // WithObserver sets an observer of the layer's own events: EventTakeover when
-// Reserve takes over an expired claim, EventTierError when the janitor fails.
-// Default none.
+// Reserve takes over an expired claim, EventGrace when it gives a lapsed one
+// its grace, EventTierError when the janitor fails. Default none: the layer
+// reports to the observer of each call's context, which is how a
+// tiered.Store hands down its own (tiered.WithObserver); set this only for
+// a layer used without a Store.
 func WithObserver(o idem.Observer) Option { return func(l *Layer) { l.obs = o } }
 
 // WithReserveOrder sets the order of Reserve's statements. Default

@@ -156,6 +156,9 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 			// The lease lapsed: its owner gets a grace before anyone takes
 			// over, so that a completion it is still retrying lands first.
 			if record, ok, err = l.grace(ctx, q, c, &r); err != nil || ok {
+				if ok {
+					l.observe(ctx, idem.Event{Kind: idem.EventGrace, Key: c.key})
+				}
 				return record, false, err
 			}
 			continue // another caller changed the row first: start over

@@ -41,6 +41,11 @@ func (c *call) fp() string { return c.flight.fp }
 // never panics: fn's panic is recovered in runFn.
 func (c *call) lead(part *flights) {
 	c.ctx = detach(c.ctx)
+	if c.s.obs != nil {
+		// The layers report what only they see (a takeover, a grace) to the
+		// Store's observer through the context of each call.
+		c.ctx = idem.ContextWithObserver(c.ctx, c.s.obs)
+	}
 	c.out = c.execute()
 	part.leave(c)
 }
@@ -84,6 +89,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 		rctx, cancel := s.redisBounds.call(c.ctx, now)
 		rec, claimed, err := s.redis.Reserve(rctx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
 		cancel()
+		c.tierCall(idem.TierRedis, now, err)
 		if err != nil {
 			s.redisFailed(c.ctx, c.key, err)
 			if s.sql == nil {
@@ -94,6 +100,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 		s.health.ok(c.ctx)
 		if claimed {
 			c.redisToken = rec.Token
+			c.observe(idem.EventClaimed, idem.TierRedis, 0, nil)
 			return outcome{}, false
 		}
 		if s.sql != nil && !rec.Completed() {
@@ -188,6 +195,7 @@ func (c *call) askSQL() (o outcome, done bool) {
 		sctx, cancel := s.sqlBounds.call(c.ctx, sent)
 		rec, claimed, err := s.sql.Reserve(sctx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
 		cancel()
+		c.tierCall(idem.TierSQL, sent, err)
 		if err != nil {
 			if s.stopped(c.ctx) {
 				c.releaseRedis()
@@ -206,6 +214,7 @@ func (c *call) askSQL() (o outcome, done bool) {
 		}
 		if claimed {
 			c.sqlToken, c.sqlSent = rec.Token, sent
+			c.observe(idem.EventClaimed, idem.TierSQL, 0, nil)
 			return outcome{}, false
 		}
 		if rec.Fingerprint != c.fp() {
@@ -301,7 +310,9 @@ func (c *call) replay(rec idem.Record, tier idem.Tier, sent time.Time, waited bo
 		}
 	}
 	c.observe(idem.EventReplay, tier, 0, nil)
-	return replayed(rec.Result, tier)
+	o := replayed(rec.Result, tier)
+	o.result.Waited = waited
+	return o
 }
 
 // lives returns until when, by this process's clock, rec is sure to live:
@@ -353,4 +364,12 @@ func (c *call) release() {
 
 func (c *call) observe(kind idem.EventKind, tier idem.Tier, d time.Duration, err error) {
 	c.s.observe(c.ctx, kind, tier, c.key, d, err)
+}
+
+// tierCall reports a call to tier sent at sent that returned err, for
+// per-tier latency. Without an observer it costs a comparison.
+func (c *call) tierCall(tier idem.Tier, sent time.Time, err error) {
+	if c.s.obs != nil {
+		c.observe(idem.EventTierCall, tier, time.Since(sent), err)
+	}
 }

@@ -26,7 +26,7 @@ func (o logObserver) Observe(ctx context.Context, e idem.Event) {
 	switch e.Kind {
 	case idem.EventMismatch, idem.EventInFlight, idem.EventReleased:
 		level = slog.LevelInfo
-	case idem.EventTierError, idem.EventFallbackOn, idem.EventFallbackOff, idem.EventLeaseLost, idem.EventTakeover:
+	case idem.EventTierError, idem.EventFallbackOn, idem.EventFallbackOff, idem.EventLeaseLost, idem.EventTakeover, idem.EventGrace:
 		level = slog.LevelWarn
 	}
 	if !o.l.Enabled(ctx, level) {

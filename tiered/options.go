@@ -144,9 +144,10 @@ func WithLocalCache(items, bytes int, ttl time.Duration) Option {
 }
 
 // WithObserver sets the observer of every event. Default none (no cost).
-// Takeovers of expired claims happen inside the deciding layer, which alone
-// knows of them: give the same observer to sqllayer.WithObserver to count
-// them (EventTakeover).
+// The Store hands it to the layers it wraps through the context of each
+// call, so the events only a layer sees (a takeover, a grace) reach it too:
+// give it once, here. When it also implements idem.Tracer, it hears every
+// call as a whole (a span per call, every caller counted).
 func WithObserver(o idem.Observer) Option {
 	return func(c *config) error { c.observer = o; return nil }
 }

@@ -106,6 +106,7 @@ func (h *hold) renew() (decided, lost bool) {
 	if decided {
 		h.renewed = sent
 		h.expiry = sent.Add(s.cfg.lease - s.leaseMargin())
+		c.observe(idem.EventRenewed, h.tier, 0, nil)
 	}
 	return decided, false
 }
@@ -127,7 +128,9 @@ func (h *hold) complete(val []byte, until time.Time) (accepted time.Time, err er
 		ctx, cancel := s.holdBounds(h.tier).call(c.ctx, sent)
 		err = layer.Complete(ctx, c.key, token, val, s.cfg.retention)
 		cancel()
+		c.tierCall(h.tier, sent, err)
 		if err == nil {
+			c.observe(idem.EventCompleted, h.tier, 0, nil)
 			return sent, nil
 		}
 		if errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, idem.ErrTooLarge) || s.stopped(c.ctx) {

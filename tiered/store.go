@@ -30,6 +30,9 @@ type Result struct {
 	// shared bursts, TierRedis or TierSQL for a stored result or a decision,
 	// TierNone for work run without a decision under WithFailOpen.
 	Tier idem.Tier
+	// Waited is true when this caller waited for an owner in flight (in
+	// this process or another) and got its result.
+	Waited bool
 }
 
 // Store runs functions at most once per key across every tier it was given.
@@ -43,6 +46,7 @@ type Store struct {
 	cache  *cache      // nil when off
 	health *health     // Redis health; nil without Redis
 	obs    idem.Observer
+	tracer idem.Tracer // obs as a Tracer, or nil
 
 	// flights holds the calls in flight in this process, split by the
 	// key's digest.
@@ -87,6 +91,7 @@ func New(opts ...Option) (*Store, error) {
 	}
 	s.redisHoldBounds = newBounds(min(cfg.redisTimeout, cfg.lease/8))
 	s.sqlHoldBounds = newBounds(min(cfg.sqlTimeout, cfg.lease/8))
+	s.tracer, _ = s.obs.(idem.Tracer)
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
 		s.filler, _ = s.redis.(idem.Filler)
@@ -155,6 +160,56 @@ type outcome struct {
 // retry then replays it), refuses the token (another owner took over: its
 // result stands), or the Store closes.
 func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Func) (Result, error) {
+	if s.tracer == nil {
+		return s.do(ctx, key, fingerprint, fn)
+	}
+	start := time.Now()
+	ctx, end := s.tracer.StartCall(ctx, key)
+	res, err := s.do(ctx, key, fingerprint, fn)
+	end(idem.CallEnd{Outcome: outcomeOf(ctx, res, err), Tier: res.Tier, Duration: time.Since(start), Err: err})
+	return res, err
+}
+
+// outcomeOf names how a call that returned res and err ended.
+func outcomeOf(ctx context.Context, res Result, err error) idem.Outcome {
+	var pe *PanicError
+	switch {
+	case err == nil && !res.Replayed:
+		return idem.OutcomeExecuted
+	case err == nil && res.Waited:
+		return idem.OutcomeWaited
+	case err == nil:
+		return idem.OutcomeReplayed
+	case errors.Is(err, idem.ErrMismatch):
+		return idem.OutcomeMismatch
+	case errors.Is(err, idem.ErrInFlight):
+		return idem.OutcomeInFlight
+	case errors.Is(err, ErrPending):
+		return idem.OutcomePending
+	case errors.Is(err, idem.ErrConfig):
+		return idem.OutcomeConfig
+	case errors.Is(err, idem.ErrUnavailable):
+		return idem.OutcomeUnavailable
+	case errors.Is(err, idem.ErrLeaseLost):
+		return idem.OutcomeLeaseLost
+	case errors.Is(err, ErrNotReplayable):
+		return idem.OutcomeNotReplayable
+	case errors.Is(err, ErrClosed):
+		return idem.OutcomeClosed
+	case errors.Is(err, idem.ErrInvalidKey), errors.Is(err, errNilFunc):
+		return idem.OutcomeInvalid
+	case errors.As(err, &pe):
+		return idem.OutcomeFailed
+	case ctx.Err() != nil && errors.Is(err, context.Cause(ctx)):
+		return idem.OutcomeCanceled
+	}
+	return idem.OutcomeFailed // fn's own error
+}
+
+// errNilFunc is Do's answer to a nil fn.
+var errNilFunc = errors.New("tiered: nil fn")
+
+func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Func) (Result, error) {
 	if s.closed.Load() {
 		return Result{}, ErrClosed
 	}
@@ -162,7 +217,7 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 		return Result{}, idem.ErrInvalidKey
 	}
 	if fn == nil {
-		return Result{}, errors.New("tiered: nil fn")
+		return Result{}, errNilFunc
 	}
 	var start time.Time
 	if s.cache != nil { // the clock costs a reading only when a cache needs it
@@ -220,15 +275,18 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 	if start.IsZero() {
 		start = time.Now()
 	}
+	waited := false
 	select {
 	case <-c.done: // ended already: no timer needed
 	default:
 		if err := s.await(ctx, c, start); err != nil {
 			return Result{}, err
 		}
+		waited = true
 	}
 	o := c.out
 	o.result.Replayed = true
+	o.result.Waited = waited
 	if errors.Is(o.err, ErrPending) || errors.Is(o.err, idem.ErrLeaseLost) || errors.Is(o.err, ErrClosed) {
 		// The leader's value is not the key's result: it may never be
 		// stored, or another owner's stands. Only the leader sees it.
