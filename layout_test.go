@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -17,9 +18,14 @@ func deps(t *testing.T, pkg string) []string {
 	return strings.Fields(string(out))
 }
 
+// sqlDrivers are the import paths of SQL drivers. The core links none: a
+// program links the driver of the database it uses and no other.
+var sqlDrivers = []string{"github.com/jackc/", "github.com/go-sql-driver/", "modernc.org/sqlite", "github.com/lib/pq", "github.com/mattn/"}
+
 // The layout rules of the design, checked on the real import graph: the
 // root package has no third-party imports, the layers never import each
-// other, and HTTP frameworks appear only in their adapters.
+// other, HTTP frameworks appear only in their adapters, and no package of
+// the core links a SQL driver.
 func TestImportRules(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
@@ -37,13 +43,16 @@ func TestImportRules(t *testing.T) {
 		{mod + "/tiered", append([]string{mod + "/redislayer", mod + "/sqllayer", mod + "/memlayer", "github.com/redis/", "github.com/uptrace/"}, frameworks...)},
 		{mod + "/fingerprint", frameworks},
 		{mod + "/middleware", frameworks},
+		{mod + "/storetest", frameworks},
 	} {
+		// Every package here is of the core.
+		forbidden := slices.Concat(tc.forbidden, sqlDrivers)
 		t.Run(strings.TrimPrefix(tc.pkg, mod+"/"), func(t *testing.T) {
 			for _, d := range deps(t, tc.pkg) {
 				if d == tc.pkg {
 					continue
 				}
-				for _, f := range tc.forbidden {
+				for _, f := range forbidden {
 					bad := strings.HasPrefix(d, f)
 					if f == "." {
 						first, _, _ := strings.Cut(d, "/")
