@@ -2,9 +2,18 @@ package sqllayer
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"math/big"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -217,7 +226,55 @@ func TestPostgresDriverErrors(t *testing.T) {
 			_, err := db.ExecContext(bg(t), "SELECT lease_until FROM "+x)
 			return err
 		}},
+		{"untrusted server certificate", kindConfig, func(t *testing.T) error {
+			bad, err := sql.Open("pgx", "postgres://x@"+untrustedTLS(t)+"/x?sslmode=verify-full&connect_timeout=10")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bad.Close()
+			_, err = bad.ExecContext(bg(t), "SELECT 1")
+			return err
+		}},
 	})
+}
+
+// untrustedTLS listens for one Postgres client, accepts its SSLRequest and
+// shows it a self-signed certificate, which verify-full refuses; it
+// returns the listener's address.
+func untrustedTLS(t *testing.T) string {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var req [8]byte // length and the SSLRequest code
+		if _, err := io.ReadFull(c, req[:]); err != nil {
+			return
+		}
+		if _, err := c.Write([]byte("S")); err != nil {
+			return
+		}
+		srv := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+		_ = srv.Handshake() // the client refuses the certificate
+	})
+	return ln.Addr().String()
 }
 
 func TestMySQLDriverErrors(t *testing.T) {
