@@ -2,7 +2,6 @@ package idem_test
 
 import (
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -43,16 +42,13 @@ func TestImportRules(t *testing.T) {
 		{mod + "/tiered", append([]string{mod + "/redislayer", mod + "/sqllayer", mod + "/memlayer", "github.com/redis/", "github.com/uptrace/"}, frameworks...)},
 		{mod + "/fingerprint", frameworks},
 		{mod + "/middleware", frameworks},
-		{mod + "/storetest", frameworks},
 	} {
-		// Every package here is of the core.
-		forbidden := slices.Concat(tc.forbidden, sqlDrivers)
 		t.Run(strings.TrimPrefix(tc.pkg, mod+"/"), func(t *testing.T) {
 			for _, d := range deps(t, tc.pkg) {
 				if d == tc.pkg {
 					continue
 				}
-				for _, f := range forbidden {
+				for _, f := range tc.forbidden {
 					bad := strings.HasPrefix(d, f)
 					if f == "." {
 						first, _, _ := strings.Cut(d, "/")
@@ -65,6 +61,33 @@ func TestImportRules(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no SQL driver", func(t *testing.T) {
+		out, err := exec.Command("go", "list", "./...").Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		core := map[string]bool{}
+		for _, pkg := range strings.Fields(string(out)) {
+			if !strings.HasPrefix(pkg, mod+"/internal/testkit/") { // the test rigs open every database
+				core[pkg] = true
+			}
+		}
+		for _, pkg := range []string{mod, mod + "/tiered", mod + "/redislayer", mod + "/sqllayer", mod + "/fingerprint",
+			mod + "/middleware", mod + "/memlayer", mod + "/storetest"} {
+			if !core[pkg] {
+				t.Errorf("%s is not a package of the core module", pkg)
+			}
+		}
+		for pkg := range core {
+			for _, d := range deps(t, pkg) {
+				for _, driver := range sqlDrivers {
+					if strings.HasPrefix(d, driver) {
+						t.Errorf("%s links the SQL driver package %s", pkg, d)
+					}
+				}
+			}
+		}
+	})
 }
 
 // Every package of the module has a doc.go.
