@@ -17,9 +17,14 @@ func deps(t *testing.T, pkg string) []string {
 	return strings.Fields(string(out))
 }
 
+// sqlDrivers are the import paths of SQL drivers. The core links none: a
+// program links the driver of the database it uses and no other.
+var sqlDrivers = []string{"github.com/jackc/", "github.com/go-sql-driver/", "modernc.org/sqlite", "github.com/lib/pq", "github.com/mattn/"}
+
 // The layout rules of the design, checked on the real import graph: the
 // root package has no third-party imports, the layers never import each
-// other, and HTTP frameworks appear only in their adapters.
+// other, HTTP frameworks appear only in their adapters, and no package of
+// the core links a SQL driver.
 func TestImportRules(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
@@ -56,6 +61,33 @@ func TestImportRules(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no SQL driver", func(t *testing.T) {
+		out, err := exec.Command("go", "list", "./...").Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		core := map[string]bool{}
+		for _, pkg := range strings.Fields(string(out)) {
+			if !strings.HasPrefix(pkg, mod+"/internal/testkit/") { // the test rigs open every database
+				core[pkg] = true
+			}
+		}
+		for _, pkg := range []string{mod, mod + "/tiered", mod + "/redislayer", mod + "/sqllayer", mod + "/fingerprint",
+			mod + "/middleware", mod + "/memlayer", mod + "/storetest"} {
+			if !core[pkg] {
+				t.Errorf("%s is not a package of the core module", pkg)
+			}
+		}
+		for pkg := range core {
+			for _, d := range deps(t, pkg) {
+				for _, driver := range sqlDrivers {
+					if strings.HasPrefix(d, driver) {
+						t.Errorf("%s links the SQL driver package %s", pkg, d)
+					}
+				}
+			}
+		}
+	})
 }
 
 // Every package of the module has a doc.go.

@@ -140,7 +140,13 @@
 // caller's own cancellation or deadline is returned as the caller's
 // context.Canceled or context.DeadlineExceeded. The zero key gives
 // idem.ErrInvalidKey; a result over WithMaxResult (default 8 MiB) gives
-// idem.ErrTooLarge.
+// idem.ErrTooLarge. A reply that no retry changes, a mistake in setting the
+// client up, gives idem.ErrConfig with advice instead of
+// idem.ErrUnavailable: credentials refused (NOAUTH, WRONGPASS), an ACL that
+// forbids a command, key or channel the layer uses (NOPERM), a DB number the
+// server lacks, a command the server does not offer. Check, a PING and the
+// read script in one round trip, answers nil, idem.ErrConfig or
+// idem.ErrUnavailable for readiness probes.
 //
 // # Cluster notes
 //

@@ -135,12 +135,21 @@ func (l *Layer) afterPTTL(ctx context.Context, name any, cmd redis.Cmder) (int64
 	pttl := redis.NewIntCmd(ctx, "pttl", name)
 	p := l.pipes.Get().(redis.Pipeliner)
 	_ = p.BatchProcess(ctx, pttl, cmd)
-	_, _ = p.Exec(ctx) // each command keeps its own error
+	_, execErr := p.Exec(ctx) // each command keeps its own error…
 	l.pipes.Put(p)
 	if err := cmd.Err(); err != nil {
 		return 0, err
 	}
-	return pttl.Result()
+	if err := pttl.Err(); err != nil {
+		return 0, err
+	}
+	if execErr != nil {
+		// … except a reply of the server to setting the connection up
+		// (WRONGPASS to AUTH, an error to SELECT), which go-redis returns
+		// from Exec alone, leaving both commands empty and without error.
+		return 0, execErr
+	}
+	return pttl.Val(), nil
 }
 
 // reserveScript runs reserve.lua: nil (redis.Nil) when the claim was

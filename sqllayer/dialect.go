@@ -28,6 +28,8 @@ type stmts struct {
 	advance      string
 	version      string
 	sweep        [2]string // janitor: records, events
+	check        string    // Check: every table and column the layer uses, no row read
+	probe        [3]string // Check, to name the culprit: records, events, versions alone
 }
 
 // names are the table names of a Layer.
@@ -71,7 +73,8 @@ func (n names) expand(s string) string {
 
 func (s *stmts) each(f func(*string)) {
 	for _, p := range []*string{&s.insert, &s.claimOrRead, &s.read, &s.grace, &s.takeover, &s.complete, &s.owned, &s.release,
-		&s.live, &s.renew, &s.get, &s.markEvent, &s.eventExpired, &s.reviveEvent, &s.advance, &s.version, &s.sweep[0], &s.sweep[1]} {
+		&s.live, &s.renew, &s.get, &s.markEvent, &s.eventExpired, &s.reviveEvent, &s.advance, &s.version, &s.sweep[0], &s.sweep[1],
+		&s.check, &s.probe[0], &s.probe[1], &s.probe[2]} {
 		f(p)
 	}
 }
@@ -80,6 +83,7 @@ func (s *stmts) each(f func(*string)) {
 // ?N into $N+1.
 func (s stmts) build(n names, native bool) stmts {
 	out := s
+	out.check, out.probe = checkStmt, probeStmts
 	out.each(func(p *string) {
 		*p = n.expand(*p)
 		if native {

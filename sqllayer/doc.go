@@ -116,18 +116,40 @@
 //
 // # Errors and retries
 //
-// Driver errors are classified by code, never by message: Postgres SQLSTATE
-// (through the SQLState method of pgx's and lib/pq's errors), MySQL error
-// numbers (*mysql.MySQLError) and SQLite result codes (the Code method of
-// modernc.org/sqlite's errors). A lost connection, a refused or timed-out
-// dial, a server shutting down (57P01) or a deadline passed while waiting
-// for the server give idem.ErrUnavailable; a deadlock or serialization
-// failure (40001, 40P01, MySQL 1213, SQLite BUSY) gives ErrConflict; a
-// packet or value over the server's limit gives idem.ErrTooLarge. The
-// driver's error stays wrapped for errors.As and logs. The layer's own
-// statements are each a whole transaction and safe to send again, so
-// conflicts and broken connections are retried (WithRetries) before a call
-// fails; statements inside a caller's transaction are never retried.
+// Driver errors are classified by code, never by message, and without
+// importing any driver, so that a program links only the driver of its
+// database: Postgres SQLSTATE through the SQLState method of pgx's and
+// lib/pq's errors; MySQL error numbers read from the exported Number field
+// of go-sql-driver/mysql's *MySQLError, which the layer recognises by its
+// exact fields; SQLite result codes through the Code method of
+// modernc.org/sqlite's errors; and the standard library's vocabulary
+// (context errors, net.Error, driver.ErrBadConn, io.ErrUnexpectedEOF, pgx's
+// Timeout and SafeToRetry methods). Two exceptions match text, each
+// confined to one driver's one case: SQLite reports a missing table or
+// column only as SQLITE_ERROR with "no such table" or "no such column" in
+// its message; and go-sql-driver/mysql's ErrInvalidConn (a connection that
+// broke under a statement, as when the server kills it) and ErrPktTooLarge
+// are errors.New values, recognised on a MySQL layer by their type and
+// exact wording.
+//
+// A lost connection, a refused or timed-out dial, a server shutting down
+// (57P01) or a deadline passed while waiting for the server give
+// idem.ErrUnavailable; a deadlock or serialization failure (40001, 40P01,
+// MySQL 1213, SQLite BUSY) gives ErrConflict; a packet or value over the
+// server's limit gives idem.ErrTooLarge. A mistake in the setup gives
+// idem.ErrConfig, with advice on what to change: a table that does not
+// exist (Postgres 42P01, MySQL 1146, SQLite "no such table": run Init or
+// apply DDL), a column that does not exist (42703, 1054: a table from
+// another version), an unknown database (3D000, 1049), refused credentials
+// (28P01, 28000, 1045), a missing privilege (42501, 1044, 1142) or a server
+// certificate that fails TLS verification. The driver's error stays wrapped
+// for errors.As and logs. The layer's own statements are each a whole
+// transaction and safe to send again, so conflicts and broken connections
+// are retried (WithRetries) before a call fails; a setup mistake is never
+// retried, and statements inside a caller's transaction never are.
+//
+// Check asks in one round trip whether the tables and their columns are
+// there, for readiness probes: nil, idem.ErrConfig or idem.ErrUnavailable.
 //
 // # Drivers
 //

@@ -1,16 +1,9 @@
 package sqllayer
 
 import (
-	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
+	"strings"
 
 	"github.com/idemkit/idem"
 )
@@ -32,141 +25,101 @@ const (
 	kindUnavailable      // the server did not answer in time or refused the work
 	kindBroken           // the connection broke or could not be made: unavailable, but a new connection may work
 	kindTooLarge         // a value or packet over the server's limit
+	kindConfig           // a mistake in setting the layer up, which no retry fixes (see mistake)
 )
 
-// sqlState is met by the Postgres error types of pgx (*pgconn.PgError) and
-// lib/pq.
-type sqlState interface{ SQLState() string }
+// mistake is the setup mistake behind a kindConfig error; it chooses the
+// advice of the error the caller sees.
+type mistake uint8
 
-// sqliteCode is met by modernc.org/sqlite's *sqlite.Error. It is only asked
-// of errors from a SQLite database, so that no other driver's Code method is
-// mistaken for a SQLite result code.
-type sqliteCode interface{ Code() int }
-
-// classify sorts err by the codes drivers attach to it, never by its text.
-func classify(err error, sqlite bool) kind {
-	if err == nil {
-		return kindOther
-	}
-	var st sqlState
-	if errors.As(err, &st) {
-		if k := pgKind(st.SQLState()); k != kindOther {
-			return k
-		}
-	}
-	var my *mysql.MySQLError
-	if errors.As(err, &my) {
-		if k := mysqlKind(my.Number); k != kindOther {
-			return k
-		}
-	}
-	if sqlite {
-		var lite sqliteCode
-		if errors.As(err, &lite) {
-			if k := sqliteKind(lite.Code()); k != kindOther {
-				return k
-			}
-		}
-	}
-	var connect *pgconn.ConnectError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, mysql.ErrPktTooLarge):
-		return kindTooLarge
-	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err),
-		errors.As(err, &netErr) && netErr.Timeout():
-		return kindUnavailable
-	case errors.As(err, &connect), errors.As(err, &netErr),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
-		errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, pgconn.ErrConnClosed),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return kindBroken
-	}
-	return kindOther
-}
-
-func pgKind(code string) kind {
-	switch code {
-	case "23505": // unique_violation
-		return kindUnique
-	case "40001", "40P01": // serialization_failure, deadlock_detected
-		return kindConflict
-	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
-		return kindBroken
-	case "57014", // query_canceled (statement_timeout, or a cancel on deadline)
-		"55P03", // lock_not_available (lock_timeout)
-		"40003", // statement_completion_unknown
-		"25006": // read_only_sql_transaction (a standby after failover)
-		return kindUnavailable
-	case "54000": // program_limit_exceeded
-		return kindTooLarge
-	}
-	if len(code) == 5 {
-		switch code[:2] {
-		case "08": // connection exception
-			return kindBroken
-		case "53", "58": // insufficient resources, system error
-			return kindUnavailable
-		}
-	}
-	return kindOther
-}
-
-func mysqlKind(n uint16) kind {
-	switch n {
-	case 1062, 1586: // ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME
-		return kindUnique
-	case 1213: // ER_LOCK_DEADLOCK
-		return kindConflict
-	case 1053, // ER_SERVER_SHUTDOWN
-		1927: // ER_CONNECTION_KILLED (MariaDB)
-		return kindBroken
-	case 1205, // ER_LOCK_WAIT_TIMEOUT
-		1040, // ER_CON_COUNT_ERROR
-		1290, // ER_OPTION_PREVENTS_STATEMENT (read_only after failover)
-		1317, // ER_QUERY_INTERRUPTED
-		1969, // ER_STATEMENT_TIMEOUT (MariaDB)
-		3024: // ER_QUERY_TIMEOUT (MySQL)
-		return kindUnavailable
-	case 1153, 1301: // ER_NET_PACKET_TOO_LARGE, ER_WARN_ALLOWED_PACKET_OVERFLOWED
-		return kindTooLarge
-	}
-	return kindOther
-}
-
-func sqliteKind(code int) kind {
-	switch code & 0xff {
-	case 19: // SQLITE_CONSTRAINT
-		switch code {
-		case 1555, 2067: // SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE
-			return kindUnique
-		}
-	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-		return kindConflict
-	case 10, 13, 14: // SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN: a local disk, no new connection helps
-		return kindUnavailable
-	case 18: // SQLITE_TOOBIG
-		return kindTooLarge
-	}
-	return kindOther
-}
+const (
+	noMistake       mistake = iota
+	missingTable            // the table does not exist: Init was not run
+	missingColumn           // the table lacks a column: a schema of another version
+	missingSchema           // the schema of a qualified table name does not exist
+	unknownDatabase         // the database named in the DSN does not exist
+	badCredentials          // the server refused the user or the password
+	deniedDatabase          // MySQL: the user may not use the database (or it does not exist)
+	noPrivilege             // the user lacks a privilege on a table
+	untrustedServer         // the server's TLS certificate failed verification
+)
 
 // wrap translates err, from the operation op, into the error callers see:
-// idem.ErrUnavailable, ErrConflict or idem.ErrTooLarge where the driver's
-// code says so, with the driver's error kept for errors.As and logs. A
-// caller's cancellation stays what it is.
+// idem.ErrUnavailable, ErrConflict, idem.ErrTooLarge or idem.ErrConfig
+// where the driver's code says so, with the driver's error kept for
+// errors.As and logs. A caller's cancellation stays what it is.
 func (l *Layer) wrap(op string, err error) error {
-	if err == nil || errors.Is(err, idem.ErrUnavailable) || errors.Is(err, ErrConflict) ||
+	return l.wrapOn(op, l.opTables(op), err)
+}
+
+// wrapOn is wrap for an operation on the given tables, which the advice of
+// a configuration error names.
+func (l *Layer) wrapOn(op string, tables []string, err error) error {
+	if err == nil || errors.Is(err, idem.ErrUnavailable) || errors.Is(err, ErrConflict) || errors.Is(err, idem.ErrConfig) ||
 		errors.Is(err, idem.ErrTooLarge) || errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, idem.ErrInvalidKey) {
 		return err
 	}
-	switch classify(err, l.sqlite) {
+	switch k, m := diagnose(err, l.dialect); k {
 	case kindUnavailable, kindBroken:
 		return fmt.Errorf("%w: sqllayer: %s: %w", idem.ErrUnavailable, op, err)
 	case kindConflict:
 		return fmt.Errorf("%w: %s: %w", ErrConflict, op, err)
 	case kindTooLarge:
 		return fmt.Errorf("%w: sqllayer: %s: %w", idem.ErrTooLarge, op, err)
+	case kindConfig:
+		return fmt.Errorf("%w: sqllayer: %s: %s: %w", idem.ErrConfig, op, l.advice(m, tables), err)
 	}
 	return fmt.Errorf("sqllayer: %s: %w", op, err)
+}
+
+// opTables returns the tables the operation op works on.
+func (l *Layer) opTables(op string) []string {
+	switch op {
+	case "reserve", "complete", "release", "renew", "get":
+		return []string{l.names.records}
+	case "mark processed":
+		return []string{l.names.events}
+	case "advance version", "version":
+		return []string{l.names.versions}
+	case "delete expired":
+		return []string{l.names.records, l.names.events}
+	}
+	return []string{l.names.records, l.names.events, l.names.versions}
+}
+
+// advice says what to do about the mistake m, on the tables named.
+func (l *Layer) advice(m mistake, tables []string) string {
+	which := quoted(tables)
+	switch m {
+	case missingTable:
+		return fmt.Sprintf("table %s does not exist: run Layer.Init, or apply sqllayer.DDL in your migrations", which)
+	case missingColumn:
+		return fmt.Sprintf("table %s lacks a column this version of sqllayer uses (a table from another version?): "+
+			"compare it with Layer.Schema and migrate it; Init does not change existing tables", which)
+	case missingSchema:
+		return fmt.Sprintf("the schema of table %s does not exist: create it, then run Layer.Init or apply sqllayer.DDL", which)
+	case unknownDatabase:
+		return "the database named in the DSN does not exist: create it, or correct the DSN"
+	case badCredentials:
+		return "authentication failed for the DSN's user: check the DSN's credentials"
+	case deniedDatabase:
+		return "the DSN's user may not use the database the DSN names, or it does not exist: grant the user access, or correct the DSN"
+	case noPrivilege:
+		return fmt.Sprintf("the DSN's user lacks a privilege on table %s: grant it SELECT, INSERT, UPDATE and DELETE on the layer's tables (and CREATE for Init)", which)
+	case untrustedServer:
+		return "the server's TLS certificate failed verification: check the DSN's TLS settings (CA, server name)"
+	}
+	return "a mistake in the setup"
+}
+
+// quoted names tables as "a", "a" or "b", "a", "b" or "c".
+func quoted(tables []string) string {
+	q := make([]string, len(tables))
+	for i, t := range tables {
+		q[i] = fmt.Sprintf("%q", t)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }

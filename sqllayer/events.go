@@ -92,7 +92,7 @@ func (l *Layer) markProcessed(ctx context.Context, q querier, consumer, eventID 
 		switch {
 		case err == nil && n == 1:
 			return false, nil
-		case err != nil && classify(err, l.sqlite) != kindUnique:
+		case err != nil && classify(err, l.dialect) != kindUnique:
 			return false, err
 		case revived:
 			return true, nil

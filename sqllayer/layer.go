@@ -213,7 +213,7 @@ func (l *Layer) retry(ctx context.Context, fn func() error) error {
 		if err == nil || attempt >= l.retries || ctx.Err() != nil {
 			return err
 		}
-		if !l.conflict(err) && classify(err, l.sqlite) != kindBroken {
+		if !l.conflict(err) && classify(err, l.dialect) != kindBroken {
 			return err
 		}
 		if perr := pause(ctx, attempt+1); perr != nil {
@@ -225,7 +225,7 @@ func (l *Layer) retry(ctx context.Context, fn func() error) error {
 // conflict reports a deadlock or serialization failure, which running the
 // whole transaction again may get through.
 func (l *Layer) conflict(err error) bool {
-	return errors.Is(err, ErrConflict) || classify(err, l.sqlite) == kindConflict
+	return errors.Is(err, ErrConflict) || classify(err, l.dialect) == kindConflict
 }
 
 // pause waits a short random time that grows with the attempt, or until ctx

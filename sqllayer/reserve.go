@@ -183,7 +183,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 func (l *Layer) insertMySQL(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
 	res, err := q.ExecContext(ctx, l.st.insert, c.args(token, nil)...)
 	if err != nil {
-		if classify(err, false) == kindUnique {
+		if classify(err, l.dialect) == kindUnique {
 			return idem.Record{}, false, nil
 		}
 		return idem.Record{}, false, err

@@ -113,7 +113,7 @@ func (l *Layer) Init(ctx context.Context) error {
 		} else {
 			err = execAll(ctx, l.db, l.schema)
 		}
-		if err == nil || !raced(err, l.sqlite) {
+		if err == nil || !raced(err, l.dialect) {
 			break
 		}
 	}
@@ -131,7 +131,7 @@ func execAll(ctx context.Context, db bun.IConn, stmts []string) error {
 
 // raced reports an error that a concurrent creation of the same objects can
 // cause and that running Init again resolves.
-func raced(err error, sqlite bool) bool {
+func raced(err error, d dialect.Name) bool {
 	var st sqlState
 	if errors.As(err, &st) {
 		switch st.SQLState() {
@@ -139,6 +139,6 @@ func raced(err error, sqlite bool) bool {
 			return true
 		}
 	}
-	k := classify(err, sqlite)
+	k := classify(err, d)
 	return k == kindUnique || k == kindConflict
 }
