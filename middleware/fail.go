@@ -135,6 +135,10 @@ func storeProblem(err error) problemKind {
 		// Lease lost: the work ran here, but another owner took the key
 		// over; a retry gets that owner's answer.
 		return problemInFlight
+	case errors.Is(err, idem.ErrConfig):
+		// A setup mistake on the server: no retry helps, and its details
+		// are the operator's, not the client's.
+		return problemFailed
 	case errors.Is(err, tiered.ErrPending):
 		return problemPending
 	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, tiered.ErrClosed):

@@ -202,6 +202,13 @@ func (c *call) askSQL() (o outcome, done bool) {
 				return outcome{err: ErrClosed}, true
 			}
 			c.observe(idem.EventTierError, idem.TierSQL, 0, err)
+			if errors.Is(err, idem.ErrConfig) {
+				// A setup mistake is not an outage: never fail open, never
+				// "retry later"; say it loudly.
+				s.misconfigured(c.ctx, idem.TierSQL, err)
+				c.releaseRedis()
+				return outcome{err: err}, true
+			}
 			if s.cfg.failOpen {
 				// The Redis claim, if any, is the only guard left.
 				return c.work(idem.TierNone), true
@@ -290,6 +297,9 @@ func (c *call) awaitSignal(pause time.Duration) (idem.Record, bool) {
 // undecided handles a deciding tier that cannot answer: fail closed, or run
 // without a decision under WithFailOpen.
 func (c *call) undecided(cause error) outcome {
+	if errors.Is(cause, idem.ErrConfig) {
+		return outcome{err: cause} // not an outage: see askSQL
+	}
 	if c.s.cfg.failOpen {
 		return c.work(idem.TierNone)
 	}

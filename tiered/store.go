@@ -3,6 +3,7 @@ package tiered
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,8 @@ type Store struct {
 	health *health     // Redis health; nil without Redis
 	obs    idem.Observer
 	tracer idem.Tracer // obs as a Tracer, or nil
+
+	configLogged [idem.TierSQL + 1]atomic.Bool // a configuration error of the tier was logged
 
 	// flights holds the calls in flight in this process, split by the
 	// key's digest.
@@ -373,7 +376,23 @@ func (s *Store) redisFailed(ctx context.Context, key idem.Key, err error) {
 		return
 	}
 	s.observe(ctx, idem.EventTierError, idem.TierRedis, key, 0, err)
+	if errors.Is(err, idem.ErrConfig) {
+		s.misconfigured(ctx, idem.TierRedis, err)
+	}
 	s.health.fail(ctx, err, time.Now())
+}
+
+// misconfigured reports a configuration error of tier once per Store and
+// tier: the observer hears every one (EventTierError), but a Store without
+// an observer would otherwise fail every request without a word in the log
+// (a forgotten Init looks like an outage), so it logs the first through
+// slog.Default.
+func (s *Store) misconfigured(ctx context.Context, tier idem.Tier, err error) {
+	if s.obs != nil || !s.configLogged[tier].CompareAndSwap(false, true) {
+		return
+	}
+	slog.Default().ErrorContext(ctx, "idem: configuration error: every call that needs this tier fails until it is fixed",
+		slog.String("tier", tier.String()), slog.String("err", err.Error()))
 }
 
 // stopped reports whether the call should give up: ctx ended or the Store
