@@ -27,3 +27,13 @@ type Filler interface {
 	// completed record is left as it is.
 	Fill(ctx context.Context, rec Record, ttl time.Duration) error
 }
+
+// Checker is an optional interface of layers that can say whether they are
+// ready to decide, for readiness probes (the Store's Check asks each tier).
+type Checker interface {
+	// Check costs one cheap round trip. It returns nil when the layer can
+	// serve, an error wrapping ErrConfig for a setup mistake (missing
+	// tables, refused credentials), and one wrapping ErrUnavailable for an
+	// outage.
+	Check(ctx context.Context) error
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -105,4 +107,34 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer store.Close()
+}
+
+// A readiness probe: ready while the Store can decide, with each tier's
+// state for operators.
+func ExampleStore_Check() {
+	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	readyz := func(w http.ResponseWriter, r *http.Request) {
+		report, err := store.Check(r.Context())
+		status := http.StatusOK
+		if err != nil {
+			status = http.StatusServiceUnavailable
+		}
+		w.WriteHeader(status)
+		for _, t := range report.Tiers {
+			state := "ok"
+			if t.Err != nil {
+				state = t.Err.Error()
+			}
+			fmt.Fprintf(w, "%s: %s\n", t.Tier, state)
+		}
+	}
+	rec := httptest.NewRecorder()
+	readyz(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	fmt.Print(rec.Code, " ", rec.Body.String())
+	// Output:
+	// 200 sql: ok
 }
