@@ -137,7 +137,7 @@ func storeProblem(err error) problemKind {
 		return problemInFlight
 	case errors.Is(err, tiered.ErrPending):
 		return problemPending
-	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, tiered.ErrClosed):
+	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, idem.ErrClosed):
 		return problemUnavailable
 	}
 	return problemFailed

@@ -132,7 +132,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 			now = time.Now()
 			continue
 		case s.stopped(c.ctx):
-			return outcome{err: ErrClosed}, true
+			return outcome{err: idem.ErrClosed}, true
 		default:
 			s.redisFailed(c.ctx, c.key, err)
 			if s.sql == nil {
@@ -164,7 +164,7 @@ func (c *call) waitRedis() (idem.Record, error) {
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
 		if !s.sleep(wctx, pause) {
 			if s.stopped(c.ctx) {
-				return idem.Record{}, ErrClosed
+				return idem.Record{}, idem.ErrClosed
 			}
 			return idem.Record{}, idem.ErrInFlight
 		}
@@ -191,7 +191,7 @@ func (c *call) askSQL() (o outcome, done bool) {
 		if err != nil {
 			if s.stopped(c.ctx) {
 				c.releaseRedis()
-				return outcome{err: ErrClosed}, true
+				return outcome{err: idem.ErrClosed}, true
 			}
 			c.observe(idem.EventTierError, idem.TierSQL, 0, err)
 			if s.cfg.failOpen {
@@ -237,7 +237,7 @@ func (c *call) askSQL() (o outcome, done bool) {
 		}
 		if s.stopped(c.ctx) {
 			c.releaseRedis()
-			return outcome{err: ErrClosed}, true
+			return outcome{err: idem.ErrClosed}, true
 		}
 	}
 }

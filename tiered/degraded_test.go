@@ -223,8 +223,8 @@ func TestCloseCancelsWorkAndReleases(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("work cancelled by Close reported success")
 	}
-	if value != "caller's" || !errors.Is(cause, tiered.ErrClosed) {
-		t.Fatalf("the work saw value %v and cause %v; want the caller's value and ErrClosed", value, cause)
+	if value != "caller's" || !errors.Is(cause, idem.ErrClosed) {
+		t.Fatalf("the work saw value %v and cause %v; want the caller's value and idem.ErrClosed", value, cause)
 	}
 	if _, err := sql.Get(t.Context(), k); !errors.Is(err, idem.ErrNotFound) {
 		t.Fatalf("after Close the claim is %v, want released", err)

@@ -5,9 +5,6 @@ import (
 	"fmt"
 )
 
-// ErrClosed is returned by calls on a closed Store.
-var ErrClosed = errors.New("tiered: store closed")
-
 // ErrPending is returned, with fn's value in Result.Value, when fn ran and
 // succeeded but the deciding tier has not accepted its result within half
 // the lease (an outage). It wraps idem.ErrUnavailable as well: the caller

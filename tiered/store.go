@@ -100,7 +100,7 @@ func New(opts ...Option) (*Store, error) {
 // Close cancels the work still running (its context ends, the key is
 // released) and waits for every goroutine the Store started. A completion
 // still pending is abandoned: its claim lapses after the lease. It does not
-// close the layers: their owner does. Calls after Close get ErrClosed.
+// close the layers: their owner does. Calls after Close get [idem.ErrClosed].
 func (s *Store) Close() error {
 	s.trackMu.Lock()
 	already := s.closed.Swap(true)
@@ -108,7 +108,7 @@ func (s *Store) Close() error {
 	if already {
 		return nil
 	}
-	s.stop(ErrClosed)
+	s.stop(idem.ErrClosed)
 	s.wg.Wait()
 	return nil
 }
@@ -143,8 +143,9 @@ type outcome struct {
 // when fn ran but lost its lease (its result was not stored);
 // ErrNotReplayable (wrapping idem.ErrTooLarge) when fn's result was too
 // large to keep, for the owner (with the value) and for every later caller;
-// *PanicError when fn panicked; fn's own error (with the value fn returned
-// in Result.Value). When ctx ends first, Do returns its cause at once; the
+// *PanicError when fn panicked; idem.ErrClosed when the Store is closed, or
+// closes while the call waits or the work runs; fn's own error (with the
+// value fn returned in Result.Value). When ctx ends first, Do returns its cause at once; the
 // work goes on for the other callers.
 //
 // Do reports success only for a result the deciding tier has accepted.
@@ -156,7 +157,7 @@ type outcome struct {
 // result stands), or the Store closes.
 func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Func) (Result, error) {
 	if s.closed.Load() {
-		return Result{}, ErrClosed
+		return Result{}, idem.ErrClosed
 	}
 	if key.IsZero() {
 		return Result{}, idem.ErrInvalidKey
@@ -196,9 +197,9 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 		return c.out.result, c.out.err
 	}
 	if !s.track() { // closed meanwhile: end the call here, for those that joined it
-		c.out = outcome{err: ErrClosed}
+		c.out = outcome{err: idem.ErrClosed}
 		part.leave(c)
-		return Result{}, ErrClosed
+		return Result{}, idem.ErrClosed
 	}
 	go func() {
 		defer s.wg.Done()
@@ -229,7 +230,7 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 	}
 	o := c.out
 	o.result.Replayed = true
-	if errors.Is(o.err, ErrPending) || errors.Is(o.err, idem.ErrLeaseLost) || errors.Is(o.err, ErrClosed) {
+	if errors.Is(o.err, ErrPending) || errors.Is(o.err, idem.ErrLeaseLost) || errors.Is(o.err, idem.ErrClosed) {
 		// The leader's value is not the key's result: it may never be
 		// stored, or another owner's stands. Only the leader sees it.
 		o.result.Value = nil
@@ -260,7 +261,7 @@ func (s *Store) await(ctx context.Context, c *call, start time.Time) error {
 		s.observe(ctx, idem.EventInFlight, idem.TierLocal, c.key, time.Since(start), nil)
 		return idem.ErrInFlight
 	case <-s.base.Done():
-		return ErrClosed
+		return idem.ErrClosed
 	}
 }
 

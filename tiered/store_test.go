@@ -266,7 +266,7 @@ func TestClosedStore(t *testing.T) {
 	}
 	_ = s.Close()
 	_ = s.Close()
-	if _, err := s.Do(t.Context(), newKey(t), "fp", (&counter{}).fn("x")); !errors.Is(err, tiered.ErrClosed) {
+	if _, err := s.Do(t.Context(), newKey(t), "fp", (&counter{}).fn("x")); !errors.Is(err, idem.ErrClosed) {
 		t.Fatalf("Do after Close: %v", err)
 	}
 }

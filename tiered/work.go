@@ -27,7 +27,7 @@ func (c *call) work(tier idem.Tier) outcome {
 			return outcome{result: Result{Tier: tier}, err: err}
 		}
 	}
-	// The work ends with the Store: Close cancels it (cause ErrClosed).
+	// The work ends with the Store: Close cancels it (cause idem.ErrClosed).
 	workCtx, cancel := context.WithCancelCause(&underStore{Context: c.ctx, base: s.base})
 	defer cancel(nil)
 	r := h.renewWhile(cancel)
@@ -74,7 +74,7 @@ func (c *call) finish(h *hold, val []byte, tier idem.Tier, took time.Duration) o
 		c.observe(idem.EventLeaseLost, h.tier, took, err)
 		return outcome{result: Result{Value: val, Tier: tier}, err: err}
 	case s.stopped(c.ctx):
-		return outcome{result: Result{Value: val, Tier: tier}, err: ErrClosed}
+		return outcome{result: Result{Value: val, Tier: tier}, err: idem.ErrClosed}
 	default:
 		// The work ran and the token may still be good: a lapsed lease stays
 		// the owner's until someone takes it over, and the layers give the

@@ -49,7 +49,7 @@ func outcomeOf(ctx context.Context, res tiered.Result, err error) history.Outcom
 		return history.InFlight
 	case errors.Is(err, idem.ErrUnavailable):
 		return history.Unavailable
-	case errors.Is(err, tiered.ErrClosed):
+	case errors.Is(err, idem.ErrClosed):
 		return history.Closed
 	case errors.Is(err, errWork):
 		return history.FnFailed
