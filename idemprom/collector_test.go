@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemprom"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
@@ -22,7 +23,7 @@ func TestCollectorCountsStoreEvents(t *testing.T) {
 	c := idemprom.New()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()), tiered.WithObserver(c))
+	s, err := tiered.New(tiered.WithSQL(must.Get(memlayer.New())(t)), tiered.WithObserver(c))
 	if err != nil {
 		t.Fatal(err)
 	}

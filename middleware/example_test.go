@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,9 +27,13 @@ func post(h http.Handler, path, key, body string) {
 // A retry with the same key gets the first response, and the handler runs
 // once. Real services put Redis and SQL layers in the Store.
 func Example() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 
@@ -53,9 +58,13 @@ func Example() {
 // chi takes the middleware as it is. A key reused for a different request
 // is answered 422 with an RFC 9457 problem, never with the other response.
 func ExampleNew_chi() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 

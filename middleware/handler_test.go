@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
 func newTestStore(t *testing.T) *tiered.Store {
 	t.Helper()
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	s, err := tiered.New(tiered.WithSQL(must.Get(memlayer.New())(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 func TestTooLargeResultBecomesTombstone(t *testing.T) {
 	for _, mode := range []string{"sql", "redis"} {
 		t.Run(mode, func(t *testing.T) {
-			layer := memlayer.New(memlayer.WithMaxResult(1024))
+			layer := newMem(t, memlayer.WithMaxResult(1024))
 			opt := tiered.WithSQL(layer)
 			if mode == "redis" {
 				opt = tiered.WithRedis(layer)
@@ -58,7 +58,7 @@ func TestTooLargeResultBecomesTombstone(t *testing.T) {
 // result is not stored yet (it is not a success until it is).
 func TestCompletionSurvivesOutage(t *testing.T) {
 	const lease = time.Second
-	shared := memlayer.New()
+	shared := newMem(t)
 	sql := faultlayer.New(shared)
 	rec := newRecorder()
 	a := newStore(t, tiered.WithSQL(sql), tiered.WithLease(lease), tiered.WithObserver(rec))

@@ -22,7 +22,11 @@ import (
 
 // The same intent twice: the work runs once, both calls get its result.
 func Example() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -53,7 +57,11 @@ func Example() {
 // A queue consumer: a redelivered message is reported as a duplicate; a
 // failed one releases its key so the redelivery runs it again.
 func ExampleStore_Once() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
 	if err != nil {
 		log.Fatal(err)
 	}

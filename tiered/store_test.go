@@ -11,12 +11,11 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
 func TestNewRejectsNonsense(t *testing.T) {
-	sql := memlayer.New()
+	sql := newMem(t)
 	for _, tc := range []struct {
 		name string
 		opts []tiered.Option
@@ -42,7 +41,7 @@ func TestNewRejectsNonsense(t *testing.T) {
 func TestDoRunsOnceAndReplays(t *testing.T) {
 	for _, mode := range []string{"sql", "redis", "redis+sql"} {
 		t.Run(mode, func(t *testing.T) {
-			sql, redis := memlayer.New(), memlayer.New()
+			sql, redis := newMem(t), newMem(t)
 			var opts []tiered.Option
 			if mode != "redis" {
 				opts = append(opts, tiered.WithSQL(sql))
@@ -74,7 +73,7 @@ func TestDoRunsOnceAndReplays(t *testing.T) {
 }
 
 func TestLocalCacheReplaysAndKeepsMismatch(t *testing.T) {
-	sql := faultlayer.New(memlayer.New())
+	sql := faultlayer.New(newMem(t))
 	s := newStore(t, tiered.WithSQL(sql))
 	var c counter
 	k := newKey(t)
@@ -98,7 +97,7 @@ func TestLocalCacheReplaysAndKeepsMismatch(t *testing.T) {
 }
 
 func TestMismatch(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithRedis(memlayer.New()), tiered.WithLocalCache(0, 0, 0))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithRedis(newMem(t)), tiered.WithLocalCache(0, 0, 0))
 	var c counter
 	k := newKey(t)
 	if _, err := s.Do(t.Context(), k, "amount=10", c.fn("ok")); err != nil {
@@ -128,7 +127,7 @@ func TestBurstSharesOneExecution(t *testing.T) {
 }
 
 func testBurst(t *testing.T, ctx context.Context) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	k := newKey(t)
 	var c counter
 	release := make(chan struct{})
@@ -169,7 +168,7 @@ func testBurst(t *testing.T, ctx context.Context) {
 }
 
 func TestCallerCancelDoesNotCancelWork(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	k := newKey(t)
 	inWork := make(chan struct{})
 	finish := make(chan struct{})
@@ -207,7 +206,7 @@ func TestCallerCancelDoesNotCancelWork(t *testing.T) {
 }
 
 func TestErrorReleasesAndRetryRuns(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithRedis(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithRedis(newMem(t)))
 	k := newKey(t)
 	boom := errors.New("gateway timeout")
 	r, err := s.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) { return []byte("503 body"), boom })
@@ -222,7 +221,7 @@ func TestErrorReleasesAndRetryRuns(t *testing.T) {
 }
 
 func TestPanicBecomesErrorAndReleases(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	k := newKey(t)
 	_, err := s.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) { panic("card processor exploded") })
 	var pe *tiered.PanicError
@@ -236,7 +235,7 @@ func TestPanicBecomesErrorAndReleases(t *testing.T) {
 }
 
 func TestOnce(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithLocalCache(0, 0, 0))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithLocalCache(0, 0, 0))
 	k := newKey(t)
 	runs := 0
 	fn := func(context.Context) error { runs++; return nil }
@@ -260,7 +259,7 @@ func TestOnce(t *testing.T) {
 }
 
 func TestClosedStore(t *testing.T) {
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	s, err := tiered.New(tiered.WithSQL(newMem(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +271,7 @@ func TestClosedStore(t *testing.T) {
 }
 
 func TestZeroKeyRejected(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	if _, err := s.Do(t.Context(), idem.Key{}, "fp", (&counter{}).fn("x")); !errors.Is(err, idem.ErrInvalidKey) {
 		t.Fatalf("err = %v", err)
 	}
@@ -282,7 +281,7 @@ func TestZeroKeyRejected(t *testing.T) {
 // and one SQL layer: every round of 20 concurrent identical calls runs fn
 // exactly once and every caller gets the same bytes.
 func TestThreeStoresExactlyOncePerRound(t *testing.T) {
-	sql, redis := memlayer.New(), memlayer.New()
+	sql, redis := newMem(t), newMem(t)
 	stores := make([]*tiered.Store, 3)
 	for i := range stores {
 		stores[i] = newStore(t, tiered.WithSQL(sql), tiered.WithRedis(redis))
@@ -326,7 +325,7 @@ func TestThreeStoresExactlyOncePerRound(t *testing.T) {
 type ctxKey struct{}
 
 func TestWorkKeepsCallerValues(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	ctx, cancel := context.WithCancel(context.WithValue(t.Context(), ctxKey{}, "trace-1"))
 	defer cancel()
 	var got any

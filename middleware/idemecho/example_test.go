@@ -2,6 +2,7 @@ package idemecho_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,9 +17,13 @@ import (
 // A retry with the same key gets the first response; the handler runs once.
 // A returned error is the response too: a 5xx releases the key.
 func ExampleMiddleware() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 

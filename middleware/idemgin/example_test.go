@@ -2,6 +2,7 @@ package idemgin_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,9 +18,13 @@ import (
 // A retry with the same key gets the first response; the handler runs once.
 func ExampleMiddleware() {
 	gin.SetMode(gin.ReleaseMode)
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/tiered"
@@ -94,7 +95,7 @@ type chainServer struct {
 
 func startChain(t *testing.T, chain Chain, opts ...middleware.Option) *chainServer {
 	t.Helper()
-	return startChainOver(t, chain, newChainApp(), faultlayer.New(memlayer.New()), opts...)
+	return startChainOver(t, chain, newChainApp(), faultlayer.New(must.Get(memlayer.New())(t)), opts...)
 }
 
 // startChainOver starts an instance over the tier and the app of another:
