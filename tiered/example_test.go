@@ -98,7 +98,10 @@ func ExampleNew() {
 	if err := sqlLayer.Init(context.Background()); err != nil { // or apply sqllayer.DDL in your migrations
 		log.Fatal(err)
 	}
-	redisLayer := redislayer.New(rdb)
+	redisLayer, err := redislayer.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer redisLayer.Close()
 
 	store, err := tiered.New(

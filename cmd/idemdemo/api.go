@@ -96,7 +96,10 @@ func startInstance(name string, b *backends, providerDelay time.Duration) (*inst
 	}
 	in := &instance{name: name, db: db, sql: sqllayer.New(db), done: make(chan struct{})}
 	in.rdb = redis.NewClient(&redis.Options{Addr: b.redisAddr(), MaxRetries: 1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
-	in.redis = redislayer.New(in.rdb, redislayer.WithTimeout(250*time.Millisecond))
+	if in.redis, err = redislayer.New(in.rdb, redislayer.WithTimeout(250*time.Millisecond)); err != nil {
+		in.close()
+		return nil, err
+	}
 	in.store, err = tiered.New(tiered.WithRedis(in.redis), tiered.WithSQL(in.sql),
 		tiered.WithRedisFallback(3, time.Second), tiered.WithObserver(b.observer))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
 	"github.com/idemkit/idem/sqllayer"
@@ -111,7 +112,7 @@ func (st *Stack) SQLLayer(t testing.TB, opts ...sqllayer.Option) *sqllayer.Layer
 // test ends.
 func (st *Stack) RedisLayer(t testing.TB, opts ...redislayer.Option) *redislayer.Layer {
 	t.Helper()
-	l := redislayer.New(st.Redis.Client(t), append([]redislayer.Option{redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(2 * time.Second)}, opts...)...)
+	l := must.Get(redislayer.New(st.Redis.Client(t), append([]redislayer.Option{redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(2 * time.Second)}, opts...)...))(t)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
