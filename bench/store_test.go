@@ -36,7 +36,7 @@ func newStack(b *testing.B) *stack {
 	st.store = func(b *testing.B, opts ...tiered.Option) *tiered.Store {
 		rl := must.Get(redislayer.New(st.rdb, redislayer.WithPrefix(st.prefix), redislayer.WithTimeout(2*time.Second)))(b)
 		s, err := tiered.New(append([]tiered.Option{
-			tiered.WithRedis(rl), tiered.WithSQL(sqllayer.New(db, sqlOpts...)),
+			tiered.WithRedis(rl), tiered.WithSQL(must.Get(sqllayer.New(db, sqlOpts...))(b)),
 			tiered.WithRetention(retention), tiered.WithTimeouts(2*time.Second, 10*time.Second),
 		}, opts...)...)
 		if err != nil {

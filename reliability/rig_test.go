@@ -381,7 +381,7 @@ func (b *backend) node(t *testing.T, opts ...nodeOption) *node {
 		sqllayer.WithEventsTable(b.st.Events),
 		sqllayer.WithVersionsTable(b.st.Versions),
 	}, c.sql...)
-	n.sql = faultlayer.New(sqllayer.New(db, sqlOpts...))
+	n.sql = faultlayer.New(must.Get(sqllayer.New(db, sqlOpts...))(t))
 	storeOpts := []tiered.Option{
 		tiered.WithSQL(n.sql),
 		tiered.WithTimeouts(redisTimeout, sqlTimeout),

@@ -94,7 +94,10 @@ func ExampleNew() {
 	db := bun.NewDB(sqldb, pgdialect.New())
 	defer db.Close()
 
-	sqlLayer := sqllayer.New(db)
+	sqlLayer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := sqlLayer.Init(context.Background()); err != nil { // or apply sqllayer.DDL in your migrations
 		log.Fatal(err)
 	}

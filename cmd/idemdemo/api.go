@@ -62,7 +62,11 @@ func createSchema(ctx context.Context, db *bun.DB) error {
 			return fmt.Errorf("create demo table: %w", err)
 		}
 	}
-	return sqllayer.New(db).Init(ctx)
+	l, err := sqllayer.New(db)
+	if err != nil {
+		return err
+	}
+	return l.Init(ctx)
 }
 
 // chargeRequest is the body of POST /charges. Timestamp and TraceID change
@@ -94,7 +98,11 @@ func startInstance(name string, b *backends, providerDelay time.Duration) (*inst
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{name: name, db: db, sql: sqllayer.New(db), done: make(chan struct{})}
+	in := &instance{name: name, db: db, done: make(chan struct{})}
+	if in.sql, err = sqllayer.New(db); err != nil {
+		in.close()
+		return nil, err
+	}
 	in.rdb = redis.NewClient(&redis.Options{Addr: b.redisAddr(), MaxRetries: 1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	if in.redis, err = redislayer.New(in.rdb, redislayer.WithTimeout(250*time.Millisecond)); err != nil {
 		in.close()

@@ -78,7 +78,7 @@ func build(t testing.TB, name string, r *testenv.Redis, s *testenv.SQL) *Stack {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := sqllayer.New(db, st.sqlOptions()...).Init(ctx); err != nil {
+	if err := must.Get(sqllayer.New(db, st.sqlOptions()...))(t).Init(ctx); err != nil {
 		t.Fatalf("Init on %s: %v", s.Kind, err)
 	}
 	return st
@@ -105,7 +105,7 @@ func (st *Stack) DB(t testing.TB) *bun.DB {
 // SQLLayer returns a SQL layer over a pool of its own.
 func (st *Stack) SQLLayer(t testing.TB, opts ...sqllayer.Option) *sqllayer.Layer {
 	t.Helper()
-	return sqllayer.New(st.DB(t), append(st.sqlOptions(), opts...)...)
+	return must.Get(sqllayer.New(st.DB(t), append(st.sqlOptions(), opts...)...))(t)
 }
 
 // RedisLayer returns a Redis layer over a client of its own, closed when the
