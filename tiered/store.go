@@ -3,6 +3,7 @@ package tiered
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,17 +65,23 @@ type Store struct {
 }
 
 // New returns a Store. At least one of WithSQL and WithRedis is required;
-// every other option has a default (see the Default constants). Nonsense
-// configuration is an error.
+// every other option has a default (see the Default constants). A missing
+// tier and options given nonsense make New fail with one error that names
+// each of them and wraps idem.ErrConfig.
 func New(opts ...Option) (*Store, error) {
 	cfg := defaults()
+	var errs []error
 	for _, o := range opts {
+		if o == nil {
+			continue
+		}
 		if err := o(&cfg); err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
+	errs = append(errs, cfg.validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: tiered: %w", idem.ErrConfig, err)
 	}
 	s := &Store{
 		cfg:         cfg,
@@ -85,8 +92,8 @@ func New(opts ...Option) (*Store, error) {
 		redisBounds: newBounds(cfg.redisTimeout),
 		sqlBounds:   newBounds(cfg.sqlTimeout),
 	}
-	s.redisHoldBounds = newBounds(min(cfg.redisTimeout, cfg.lease/8))
-	s.sqlHoldBounds = newBounds(min(cfg.sqlTimeout, cfg.lease/8))
+	s.redisHoldBounds = newBounds(holdTimeout(cfg.redisTimeout, cfg.lease))
+	s.sqlHoldBounds = newBounds(holdTimeout(cfg.sqlTimeout, cfg.lease))
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
 		s.filler, _ = s.redis.(idem.Filler)

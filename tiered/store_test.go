@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,19 +23,38 @@ func TestNewRejectsNonsense(t *testing.T) {
 	}{
 		{"no tier", nil},
 		{"zero lease", []tiered.Option{tiered.WithSQL(sql), tiered.WithLease(0)}},
+		{"zero retention", []tiered.Option{tiered.WithSQL(sql), tiered.WithRetention(0)}},
 		{"negative retention", []tiered.Option{tiered.WithSQL(sql), tiered.WithRetention(-time.Hour)}},
 		{"negative wait", []tiered.Option{tiered.WithSQL(sql), tiered.WithWait(-1)}},
-		{"zero timeout", []tiered.Option{tiered.WithSQL(sql), tiered.WithTimeouts(0, time.Second)}},
+		{"negative timeout", []tiered.Option{tiered.WithSQL(sql), tiered.WithTimeouts(-1, time.Second)}},
 		{"cache without bytes", []tiered.Option{tiered.WithSQL(sql), tiered.WithLocalCache(10, 0, time.Minute)}},
-		{"fallback without failures", []tiered.Option{tiered.WithSQL(sql), tiered.WithRedisFallback(0, time.Second)}},
+		{"cache without ttl", []tiered.Option{tiered.WithSQL(sql), tiered.WithLocalCache(10, 1<<20, 0)}},
+		{"negative cache ttl, cache off", []tiered.Option{tiered.WithSQL(sql), tiered.WithLocalCache(0, 0, -1)}},
+		{"fallback without a cool-down", []tiered.Option{tiered.WithSQL(sql), tiered.WithRedisFallback(3, 0)}},
+		{"negative fallback", []tiered.Option{tiered.WithSQL(sql), tiered.WithRedisFallback(-1, time.Second)}},
 		{"nil sql", []tiered.Option{tiered.WithSQL(nil)}},
+		{"nil redis", []tiered.Option{tiered.WithSQL(sql), tiered.WithRedis(nil)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if s, err := tiered.New(tc.opts...); err == nil {
+			s, err := tiered.New(tc.opts...)
+			if err == nil {
 				_ = s.Close()
 				t.Fatal("New accepted it")
 			}
+			if !errors.Is(err, idem.ErrConfig) {
+				t.Fatalf("New: %v, want ErrConfig", err)
+			}
 		})
+	}
+}
+
+// Every fault is in the one error New returns, named by its option.
+func TestNewNamesEveryFault(t *testing.T) {
+	_, err := tiered.New(tiered.WithLease(time.Millisecond), tiered.WithWait(-1), tiered.WithRedisFallback(1, 0))
+	for _, name := range []string{"no tier", "WithLease", "WithWait", "WithRedisFallback"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
 	}
 }
 
