@@ -136,7 +136,7 @@ func BenchmarkPayment(b *testing.B) {
 							b.Fatal(err)
 						}
 						defer store.Close()
-						h = middleware.New(store)(h)
+						h = must.Get(middleware.New(store))(b)(h)
 					}
 					runtime.GC()
 					benchPath(b, h, path, "bench-"+handler.name+"-"+stack+"-")

@@ -5,9 +5,16 @@
 //
 // [New] is net/http middleware and works with chi as it is:
 //
-//	store, _ := tiered.New(tiered.WithRedis(redisLayer), tiered.WithSQL(sqlLayer))
+//	store, err := tiered.New(tiered.WithRedis(redisLayer), tiered.WithSQL(sqlLayer))
+//	if err != nil {
+//		return err
+//	}
+//	mw, err := middleware.New(store, middleware.WithScope(tenantOf))
+//	if err != nil {
+//		return err
+//	}
 //	r := chi.NewRouter()
-//	r.Use(middleware.New(store, middleware.WithScope(tenantOf)))
+//	r.Use(mw)
 //
 // Packages idemgin and idemecho adapt the same core ([Handler]) to Gin and
 // Echo; every decision is made here.

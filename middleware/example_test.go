@@ -44,7 +44,11 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":1,"run":%d}`, runs)
 	})
-	h := middleware.New(store)(pay)
+	mw, err := middleware.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := mw(pay)
 
 	post(h, "/payments", "order-7", `{"amount":100}`)
 	post(h, "/payments", `"order-7"`, `{"amount": 100, "request_id": "retry-2"}`)
@@ -68,10 +72,14 @@ func ExampleNew_chi() {
 	}
 	defer store.Close()
 
-	r := chi.NewRouter()
-	r.Use(middleware.New(store, middleware.WithScope(func(r *http.Request) string {
+	mw, err := middleware.New(store, middleware.WithScope(func(r *http.Request) string {
 		return r.Header.Get("X-Tenant") // normally from authentication
-	})))
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := chi.NewRouter()
+	r.Use(mw)
 	r.Post("/payments", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/payments/1")
 		w.WriteHeader(http.StatusCreated)

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/idemkit/idem"
@@ -19,33 +20,47 @@ type Handler struct {
 }
 
 // NewHandler returns the core configured by opts over the defaults listed on
-// each option. It panics when store is nil, as http.Handle does for a nil
-// handler: that is a wiring mistake, not a run-time condition.
-func NewHandler(store *tiered.Store, opts ...Option) *Handler {
-	if store == nil {
-		panic("middleware: nil store")
-	}
+// each option. A nil store and options given nonsense make it fail with one
+// error that names each fault and wraps idem.ErrConfig.
+func NewHandler(store *tiered.Store, opts ...Option) (*Handler, error) {
 	c := defaults()
+	var errs []error
+	if store == nil {
+		errs = append(errs, errors.New("nil store"))
+	}
 	for _, o := range opts {
-		if o != nil {
-			o(&c)
+		if o == nil {
+			continue
 		}
+		if err := o(&c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: middleware: %w", idem.ErrConfig, err)
 	}
 	if c.fp == nil {
 		c.fp = fingerprint.New()
 	}
-	return &Handler{store: store, c: c}
+	return &Handler{store: store, c: c}, nil
 }
 
 // New returns net/http middleware that executes each guarded request once
 // per key (see the package documentation). It is chi middleware as it is:
-// router.Use(middleware.New(store)). It panics when store is nil.
-func New(store *tiered.Store, opts ...Option) func(http.Handler) http.Handler {
-	h := NewHandler(store, opts...)
-	return func(next http.Handler) http.Handler {
-		serve := next.ServeHTTP
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Serve(w, r, serve) })
+// router.Use(mw) with mw, err := middleware.New(store). Its errors are
+// NewHandler's.
+func New(store *tiered.Store, opts ...Option) (func(http.Handler) http.Handler, error) {
+	h, err := NewHandler(store, opts...)
+	if err != nil {
+		return nil, err
 	}
+	return h.wrap, nil
+}
+
+// wrap puts h in front of next: the net/http middleware New returns.
+func (h *Handler) wrap(next http.Handler) http.Handler {
+	serve := next.ServeHTTP
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Serve(w, r, serve) })
 }
 
 // Serve handles one request: it passes it to next untouched, runs next once

@@ -114,10 +114,15 @@ func startInstance(name string, b *backends, providerDelay time.Duration) (*inst
 		in.close()
 		return nil, err
 	}
+	mw, err := middleware.New(in.store, middleware.WithScope(merchant), middleware.WithReplayMarker(replayMarker))
+	if err != nil {
+		in.close()
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /charges", in.charge(providerDelay))
 	in.srv = &http.Server{
-		Handler:           middleware.New(in.store, middleware.WithScope(merchant), middleware.WithReplayMarker(replayMarker))(mux),
+		Handler:           mw(mux),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	in.ln, err = net.Listen("tcp", "127.0.0.1:0")

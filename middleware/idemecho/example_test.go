@@ -28,8 +28,12 @@ func ExampleMiddleware() {
 	defer store.Close()
 
 	runs := 0
+	mw, err := idemecho.Middleware(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	e := echo.New()
-	e.Use(idemecho.Middleware(store))
+	e.Use(mw)
 	e.POST("/payments", func(c echo.Context) error {
 		runs++
 		if runs == 1 {

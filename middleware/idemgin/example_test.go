@@ -29,8 +29,12 @@ func ExampleMiddleware() {
 	defer store.Close()
 
 	runs := 0
+	mw, err := idemgin.Middleware(store, middleware.WithRequire(true))
+	if err != nil {
+		log.Fatal(err)
+	}
 	r := gin.New()
-	r.Use(idemgin.Middleware(store, middleware.WithRequire(true)))
+	r.Use(mw)
 	r.POST("/payments", func(c *gin.Context) {
 		runs++
 		c.Header("Location", "/payments/1")

@@ -20,10 +20,11 @@ import (
 // Chain builds one framework's router for RunChain: the middleware over
 // store with opts, then a middleware native to the framework that calls
 // later and hands the request on only when later returns true, then h as
-// the handler of every route. Recovery middleware, when the framework
-// setup under test has one, goes before the idempotency middleware, where
-// gin.Default and most setups put it.
-type Chain func(store *tiered.Store, opts []middleware.Option, later func(http.ResponseWriter, *http.Request) bool, h http.Handler) http.Handler
+// the handler of every route (or the middleware's constructor's error).
+// Recovery middleware, when the framework setup under test has one, goes
+// before the idempotency middleware, where gin.Default and most setups put
+// it.
+type Chain func(store *tiered.Store, opts []middleware.Option, later func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error)
 
 // chainApp is what RunChain mounts: a later middleware and a handler that
 // count their runs, each able to fail once.
@@ -108,7 +109,11 @@ func startChainOver(t *testing.T, chain Chain, app *chainApp, tier *faultlayer.L
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	srv := newServer(t, chain(store, opts, s.app.Later, s.app), false)
+	h, err := chain(store, opts, s.app.Later, s.app)
+	if err != nil {
+		t.Fatalf("chain: %v", err)
+	}
+	srv := newServer(t, h, false)
 	t.Cleanup(app.Release) // cleanups run last first: let /slow end, then close
 	s.url, s.client = srv.URL, srv.Client()
 	return s
