@@ -40,7 +40,11 @@ func NewHandler(store *tiered.Store, opts ...Option) (*Handler, error) {
 		return nil, fmt.Errorf("%w: middleware: %w", idem.ErrConfig, err)
 	}
 	if c.fp == nil {
-		c.fp = fingerprint.New()
+		fp, err := fingerprint.New() // the defaults: it cannot fail
+		if err != nil {
+			return nil, fmt.Errorf("%w: middleware: the default fingerprint: %w", idem.ErrConfig, err)
+		}
+		c.fp = fp
 	}
 	return &Handler{store: store, c: c}, nil
 }

@@ -210,7 +210,7 @@ func TestZeroLimitsAreNone(t *testing.T) {
 	big := strings.Repeat("x", DefaultBodyLimit+DefaultResponseLimit)
 	runs := 0
 	h := must.Get(New(newTestStore(t), WithBodyLimit(0), WithResponseLimit(0),
-		WithFingerprint(fingerprint.New(fingerprint.WithMaxBytes(0)))))(t)(
+		WithFingerprint(must.Get(fingerprint.New(fingerprint.WithMaxBytes(0)))(t))))(t)(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			runs++
 			b, _ := io.ReadAll(r.Body)

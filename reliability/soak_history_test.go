@@ -68,7 +68,7 @@ func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.Re
 
 	reader := must.Get(redislayer.New(rs.Client(t), redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(5*time.Second)))(t)
 	defer reader.Close()
-	fb := fingerprint.New()
+	fb := must.Get(fingerprint.New())(t)
 	at := time.Now().UnixNano()
 	finals := make([]history.Final, len(keys))
 	var (
