@@ -59,7 +59,7 @@ func (c *capture) reset(w http.ResponseWriter, cfg *config) {
 		hdr = make(http.Header, len(w.Header()))
 	}
 	maps.Copy(hdr, w.Header())
-	*c = capture{w: w, hdr: hdr, replay: cfg.replay, limit: cfg.respLimit, fields: c.fields[:0], body: c.body[:0]}
+	*c = capture{w: w, hdr: hdr, replay: cfg.replay, limit: cfg.responseLimit, fields: c.fields[:0], body: c.body[:0]}
 }
 
 // recording reports whether the body is still being recorded.

@@ -93,9 +93,9 @@ func ExampleNew_chi() {
 	// 422  {"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemMismatch","title":"Idempotency key reused","status":422,"detail":"This idempotency key was used for a different request."}
 }
 
-func ExampleParseKey() {
+func ExampleParseKeyHeader() {
 	for _, v := range []string{`abc`, `"abc"`, `"a\"b"`, `a, b`} {
-		k, err := middleware.ParseKey([]string{v})
+		k, err := middleware.ParseKeyHeader([]string{v})
 		fmt.Printf("%-7s -> %q %v\n", v, k, err)
 	}
 	// Output:

@@ -84,7 +84,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 	}
 	var clientKey string
 	if vals := r.Header[h.c.keyHeader]; len(vals) > 0 {
-		k, err := ParseKey(vals)
+		k, err := ParseKeyHeader(vals)
 		if err != nil {
 			h.fail(w, r, problemKeyMalformed, err)
 			return
@@ -121,7 +121,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 	if h.c.scope != nil {
 		scope = h.c.scope(r)
 	}
-	h.execute(x, idem.NewKey(scope, clientKey), fp)
+	h.runOnce(x, idem.NewKey(scope, clientKey), fp)
 }
 
 func (h *Handler) guards(method string) bool {
@@ -133,8 +133,9 @@ func (h *Handler) guards(method string) bool {
 	return false
 }
 
-// execute runs the request through the Store. Only the function of the
-// request that starts the execution runs (the leader): it calls next with a
+// runOnce runs the request through the Store, once per key. Only the work
+// of the request that starts the execution runs (the leader): it calls next
+// with a
 // writer that holds the response until the Store has decided, and the
 // leader then sends it — or, when the Store could not keep it, a problem in
 // its place. Every other request gets the stored response, or a problem.
@@ -142,10 +143,10 @@ func (h *Handler) guards(method string) bool {
 // request ends, as it does for an owner on another instance, while the work
 // goes on detached. A leader whose handler runs is waited for: nothing
 // touches w, r or the framework's context once Serve is gone.
-func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
+func (h *Handler) runOnce(x *exchange, key idem.Key, fp string) {
 	w, r := x.w, x.r
 	for {
-		res, err := h.store.Do(r.Context(), key, fp, x.run)
+		res, err := h.store.Do(r.Context(), key, fp, x.work)
 		if x.settle(r.Context().Err() != nil) {
 			h.answerLeader(x, err)
 			return
@@ -175,14 +176,14 @@ func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 func (h *Handler) answerLeader(x *exchange, err error) {
 	w, r := x.w, x.r
 	if pe := panicOf(err); pe != nil {
-		if x.cw.started() || pe.Value == http.ErrAbortHandler {
-			abort(w, x.cw.hijacked)
+		if x.capture.started() || pe.Value == http.ErrAbortHandler {
+			abort(w, x.capture.hijacked)
 		}
 		h.fail(w, r, problemFailed, err)
 		return
 	}
-	if x.cw.started() || err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable) {
-		x.cw.send()
+	if x.capture.started() || err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable) {
+		x.capture.send()
 		return
 	}
 	// The handler ran, but the Store has not kept its response (it could

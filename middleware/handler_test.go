@@ -189,7 +189,7 @@ func TestOptionsTakeValidSettings(t *testing.T) {
 		WithStatuses(Statuses{Mismatch: 409}), WithReplayHeaders("set-cookie", "location", "Location"),
 		WithRetryAfter(1500*time.Millisecond, time.Millisecond), WithBodyLimit(0), WithResponseLimit(0)))(t)
 	c := h.c
-	if c.keyHeader != "X-Request-Key" || c.marker != "Idempotent-Replayed" || c.bodyLimit != 0 || c.respLimit != 0 {
+	if c.keyHeader != "X-Request-Key" || c.marker != "Idempotent-Replayed" || c.bodyLimit != 0 || c.responseLimit != 0 {
 		t.Fatalf("config %+v", c)
 	}
 	if c.statuses.Mismatch != 409 || c.statuses.InFlight != 409 || c.statuses.Unavailable != 503 {

@@ -49,32 +49,32 @@ func DefaultKeep(status int) bool {
 type Option func(*config) error
 
 type config struct {
-	keyHeader  string
-	require    bool
-	derive     bool
-	methods    []string
-	scope      func(*http.Request) string
-	fp         *fingerprint.Builder
-	bodyLimit  int64
-	respLimit  int
-	keep       func(status int) bool
-	replay     []string // canonical names, storable only
-	marker     string   // canonical name, "" when off
-	errWriter  ErrorWriter
-	statuses   Statuses
-	retryAfter [2]string // in flight, unavailable: whole seconds
+	keyHeader     string
+	require       bool
+	derive        bool
+	methods       []string
+	scope         func(*http.Request) string
+	fp            *fingerprint.Builder
+	bodyLimit     int64
+	responseLimit int
+	keep          func(status int) bool
+	replay        []string // canonical names, storable only
+	marker        string   // canonical name, "" when off
+	errWriter     ErrorWriter
+	statuses      Statuses
+	retryAfter    [2]string // in flight, unavailable: whole seconds
 }
 
 func defaults() config {
 	return config{
-		keyHeader: DefaultKeyHeader,
-		methods:   DefaultMethods(),
-		bodyLimit: DefaultBodyLimit,
-		respLimit: DefaultResponseLimit,
-		keep:      DefaultKeep,
-		replay:    replayNames(DefaultReplayHeaders()),
-		errWriter: WriteProblem,
-		statuses:  DefaultStatuses(),
+		keyHeader:     DefaultKeyHeader,
+		methods:       DefaultMethods(),
+		bodyLimit:     DefaultBodyLimit,
+		responseLimit: DefaultResponseLimit,
+		keep:          DefaultKeep,
+		replay:        replayNames(DefaultReplayHeaders()),
+		errWriter:     WriteProblem,
+		statuses:      DefaultStatuses(),
 		retryAfter: [2]string{
 			seconds(DefaultRetryAfterInFlight),
 			seconds(DefaultRetryAfterUnavailable),
@@ -176,7 +176,7 @@ func WithResponseLimit(n int) Option {
 		if n < 0 {
 			return fmt.Errorf("WithResponseLimit(%d): negative (0 means no limit)", n)
 		}
-		c.respLimit = n
+		c.responseLimit = n
 		return nil
 	}
 }

@@ -16,7 +16,7 @@ const (
 	// has none. Default status 400.
 	ProblemKeyMissing = problemBase + "ProblemKeyMissing"
 	// ProblemKeyMalformed: the key header is not one well-formed key (see
-	// ParseKey). Default status 400.
+	// ParseKeyHeader). Default status 400.
 	ProblemKeyMalformed = problemBase + "ProblemKeyMalformed"
 	// ProblemBodyInvalid: the body cannot be read or the fingerprint
 	// rejects it (broken JSON, duplicate members, …). Default status 400.

@@ -190,7 +190,7 @@ func ginAudit(c *gin.Context) {
 // account the body names, and records that run (an execution) first.
 func (a *api) serve(route string, w http.ResponseWriter, r *http.Request, body []byte) {
 	call := r.Header.Get(hdrCall)
-	key, _ := middleware.ParseKey(r.Header.Values(middleware.DefaultKeyHeader))
+	key, _ := middleware.ParseKeyHeader(r.Header.Values(middleware.DefaultKeyHeader))
 	fp, err := meaning(route, body)
 	if err != nil {
 		http.Error(w, errBadRequest.Error(), http.StatusBadRequest)

@@ -15,10 +15,10 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// A result too large for the deciding tier finalises the key as a
-// tombstone: the work ran once and never runs again; every caller is told
-// the result cannot be replayed.
-func TestTooLargeResultBecomesTombstone(t *testing.T) {
+// A result too large for the deciding tier completes the key with the
+// marker that says so: the work ran once and never runs again; every
+// caller is told the result cannot be replayed.
+func TestTooLargeResultIsNotReplayable(t *testing.T) {
 	for _, mode := range []string{"sql", "redis"} {
 		t.Run(mode, func(t *testing.T) {
 			layer := newMem(t, memlayer.WithMaxResult(1024))
