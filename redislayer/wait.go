@@ -52,8 +52,8 @@ func (l *Layer) Wait(ctx context.Context, key idem.Key) (idem.Record, error) {
 		return idem.Record{}, err
 	}
 	ch := channel(l.name(key))
-	c, cancel := l.bound(ctx)
-	w, err := l.hub.acquire(c, ch)
+	callCtx, cancel := l.bound(ctx)
+	w, err := l.hub.acquire(callCtx, ch)
 	cancel()
 	if w != nil {
 		defer l.hub.release(w)
