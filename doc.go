@@ -12,7 +12,8 @@
 //   - [Record] and [State]: what a tier stores for a key.
 //   - [Layer]: the interface each storage tier implements (Redis, SQL, memory).
 //   - The sentinel errors ([ErrInFlight], [ErrMismatch], [ErrLeaseLost],
-//     [ErrNotFound], [ErrUnavailable], [ErrTooLarge]), checked with errors.Is.
+//     [ErrNotFound], [ErrUnavailable], [ErrConfig], [ErrTooLarge],
+//     [ErrClosed]), checked with errors.Is.
 //   - [Observer] and [Event]: a hook for metrics and logs.
 //
 // Users call the tiered.Store (package tiered) or the HTTP middleware

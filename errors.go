@@ -30,7 +30,9 @@ var (
 
 	// ErrConfig reports a mistake in setting idem up, which no retry fixes: a
 	// table that does not exist (run the layer's Init, or apply its DDL), an
-	// unknown database, failed authentication, a missing client. Unlike
+	// unknown database, failed authentication, a missing client, an option
+	// given nonsense (the errors of tiered.New, of the layers' New and of
+	// the middleware's constructors wrap it). Unlike
 	// ErrUnavailable it is not an outage: the message says what to change.
 	// The middleware answers it as a server error (500), never as "retry
 	// later".
@@ -38,4 +40,10 @@ var (
 
 	// ErrTooLarge reports a result larger than a layer accepts.
 	ErrTooLarge = errors.New("idem: result too large")
+
+	// ErrClosed reports a Store or a layer used after its Close: a call to
+	// a closed tiered.Store, work the Store's Close cancelled (the cause of
+	// its context), or a redislayer Wait ended by the layer's Close (which
+	// also wraps ErrUnavailable, as any Wait that cannot go on does).
+	ErrClosed = errors.New("idem: closed")
 )

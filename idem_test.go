@@ -59,15 +59,15 @@ func TestKeyString(t *testing.T) {
 	}
 }
 
-func TestParseKey(t *testing.T) {
+func TestKeyFromHex(t *testing.T) {
 	k := idem.NewKey("a", "b")
-	p, err := idem.ParseKey(k.Hex())
+	p, err := idem.KeyFromHex(k.Hex())
 	if err != nil || !p.Equal(k) || p.Scope() != "" {
-		t.Fatalf("ParseKey(Hex) = %v, %v", p, err)
+		t.Fatalf("KeyFromHex(Hex) = %v, %v", p, err)
 	}
 	for _, bad := range []string{"", "zz", strings.Repeat("0", 64), strings.Repeat("g", 64), k.Hex() + "00"} {
-		if _, err := idem.ParseKey(bad); !errors.Is(err, idem.ErrInvalidKey) {
-			t.Errorf("ParseKey(%q) err = %v, want ErrInvalidKey", bad, err)
+		if _, err := idem.KeyFromHex(bad); !errors.Is(err, idem.ErrInvalidKey) {
+			t.Errorf("KeyFromHex(%q) err = %v, want ErrInvalidKey", bad, err)
 		}
 	}
 }

@@ -25,8 +25,9 @@ const maxLabel = 255
 //
 // A Key also carries the scope and client key it was built from (cut to 255
 // bytes) as labels for operators; they do not take part in equality of
-// digests. Use [Key.Digest] or [Key.Hex] as a map key: a Key parsed from its
-// hex form has no labels, so it is not == to the Key built by [NewKey].
+// digests. Use [Key.Digest] or [Key.Hex] as a map key: a Key made from its
+// hex form ([KeyFromHex]) has no labels, so it is not == to the Key built
+// by [NewKey].
 //
 // The zero Key is invalid; layers reject it.
 type Key struct {
@@ -63,9 +64,11 @@ func cut(s string) string {
 // KeyFromDigest returns the Key with the given digest and no labels.
 func KeyFromDigest(d [KeySize]byte) Key { return Key{digest: d} }
 
-// ParseKey parses the hexadecimal form returned by [Key.Hex]. The result has
-// no labels.
-func ParseKey(s string) (Key, error) {
+// KeyFromHex returns the Key whose digest is the hexadecimal form returned
+// by [Key.Hex]. The result has no labels. A string that is not 64
+// hexadecimal characters, or names the zero digest, gives an error wrapping
+// [ErrInvalidKey].
+func KeyFromHex(s string) (Key, error) {
 	var k Key
 	if len(s) != 2*KeySize {
 		return Key{}, fmt.Errorf("%w: want %d hex characters, got %d", ErrInvalidKey, 2*KeySize, len(s))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
 )
@@ -26,7 +27,7 @@ const (
 func BenchmarkRedis(b *testing.B) {
 	rdb := redisFor(b)
 	prefix := testenv.Prefix()
-	l := redislayer.New(rdb, redislayer.WithPrefix(prefix), redislayer.WithTimeout(2*time.Second))
+	l := must.Get(redislayer.New(rdb, redislayer.WithPrefix(prefix), redislayer.WithTimeout(2*time.Second)))(b)
 	b.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()
 	dup := completedKey(b, l)

@@ -20,6 +20,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
@@ -79,7 +80,7 @@ func dbFor(b *testing.B) (db *bun.DB, records string) {
 		}
 		_ = db.Close()
 	})
-	if err := sqllayer.New(db, tableOpts(records, events, versions)...).Init(context.Background()); err != nil {
+	if err := must.Get(sqllayer.New(db, tableOpts(records, events, versions)...))(b).Init(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	return db, records

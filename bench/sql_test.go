@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun/dialect"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
@@ -77,7 +78,7 @@ func (r *rawSQL) selectKey(ctx context.Context, k idem.Key) error {
 //	              idem:     Reserve on a completed key (a read, never a write)
 func BenchmarkSQL(b *testing.B) {
 	db, table := dbFor(b)
-	l := sqllayer.New(db, sqllayer.WithRecordsTable(table), sqllayer.WithEventsTable(testenv.Name("e")), sqllayer.WithVersionsTable(testenv.Name("v")))
+	l := must.Get(sqllayer.New(db, sqllayer.WithRecordsTable(table), sqllayer.WithEventsTable(testenv.Name("e")), sqllayer.WithVersionsTable(testenv.Name("v"))))(b)
 	raw := newRawSQL(db, table)
 	token := []byte(idem.NewToken())
 	dup := completedKey(b, l)

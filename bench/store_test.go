@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
 	"github.com/idemkit/idem/sqllayer"
@@ -33,9 +34,9 @@ func newStack(b *testing.B) *stack {
 	st.db, st.raw = db, newRawSQL(db, table)
 	sqlOpts := []sqllayer.Option{sqllayer.WithRecordsTable(table), sqllayer.WithEventsTable(testenv.Name("e")), sqllayer.WithVersionsTable(testenv.Name("v"))}
 	st.store = func(b *testing.B, opts ...tiered.Option) *tiered.Store {
-		rl := redislayer.New(st.rdb, redislayer.WithPrefix(st.prefix), redislayer.WithTimeout(2*time.Second))
+		rl := must.Get(redislayer.New(st.rdb, redislayer.WithPrefix(st.prefix), redislayer.WithTimeout(2*time.Second)))(b)
 		s, err := tiered.New(append([]tiered.Option{
-			tiered.WithRedis(rl), tiered.WithSQL(sqllayer.New(db, sqlOpts...)),
+			tiered.WithRedis(rl), tiered.WithSQL(must.Get(sqllayer.New(db, sqlOpts...))(b)),
 			tiered.WithRetention(retention), tiered.WithTimeouts(2*time.Second, 10*time.Second),
 		}, opts...)...)
 		if err != nil {

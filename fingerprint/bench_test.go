@@ -74,7 +74,7 @@ func varying(tb testing.TB, body []byte) (b []byte, next func()) {
 func BenchmarkSum(b *testing.B) {
 	for _, size := range benchSizes {
 		body, next := varying(b, orderJSON(size.n))
-		fb := New()
+		fb := newBuilder(b)
 		b.Run(size.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
@@ -94,7 +94,7 @@ func BenchmarkSum(b *testing.B) {
 func BenchmarkSumRepeat(b *testing.B) {
 	for _, size := range benchSizes {
 		body := orderJSON(size.n)
-		fb := New()
+		fb := newBuilder(b)
 		b.Run(size.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
@@ -163,7 +163,7 @@ func BenchmarkRequestBody(b *testing.B) {
 			}
 			r := httptest.NewRequest("POST", "/v1/orders?expand=items&notify=email", nil)
 			r.Header.Set("Content-Type", "application/json")
-			fb := New()
+			fb := newBuilder(b)
 			b.Run(size.name+"/path="+path, func(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				b.ReportAllocs()

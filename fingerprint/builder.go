@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -25,7 +26,6 @@ type Builder struct {
 	maxBytes   int64
 	maxDepth   int
 	mode       mode                 // how JSON is read where Go and RFC 8785 differ
-	err        error                // a configuration error, returned by every method
 	memo       atomic.Pointer[memo] // digests of recent inputs, see memo.go
 	calls      atomic.Uint32        // calls before the memo exists
 }
@@ -33,14 +33,21 @@ type Builder struct {
 // New returns a Builder configured by opts over the defaults: the default
 // deny-list on, no allow-list, method, route (DefaultRoute) and all query
 // parameters counting, no header counting, DefaultMaxBytes and
-// DefaultMaxDepth. A malformed field path does not panic: every method of
-// the returned Builder then fails with an error wrapping ErrInvalidPath.
-func New(opts ...Option) *Builder {
+// DefaultMaxDepth. Options given nonsense make it fail with one error that
+// names each of them; a malformed field path wraps ErrInvalidPath.
+func New(opts ...Option) (*Builder, error) {
 	c := defaults()
+	var errs []error
 	for _, o := range opts {
-		if o != nil {
-			o(&c)
+		if o == nil {
+			continue
 		}
+		if err := o(&c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("fingerprint: invalid configuration: %w", err)
 	}
 	b := &Builder{
 		method:   c.method,
@@ -58,7 +65,10 @@ func New(opts ...Option) *Builder {
 		deny = DefaultDeny()
 	}
 	deny = append(deny, c.deny...)
-	b.filter, b.err = compileFilter(c.allow, deny, !c.caseSensitive)
+	var err error
+	if b.filter, err = compileFilter(c.allow, deny, !c.caseSensitive); err != nil {
+		return nil, fmt.Errorf("fingerprint: invalid configuration: %w", err)
+	}
 	if c.queryAllowSet {
 		b.queryAllow = set(c.queryAllow)
 	}
@@ -68,7 +78,7 @@ func New(opts ...Option) *Builder {
 	}
 	slices.Sort(b.headers)
 	b.headers = slices.Compact(b.headers)
-	return b
+	return b, nil
 }
 
 func set(names []string) map[string]bool {
@@ -92,7 +102,7 @@ func set(names []string) map[string]bool {
 // The result is DigestLen bytes long and starts with Prefix. Bad input
 // returns an error wrapping ErrInvalidJSON, ErrDuplicateMember,
 // ErrAmbiguousMember (unless WithCaseSensitiveNames(true)),
-// ErrNumberRange, ErrInvalidString, ErrTooDeep or ErrTooLarge, and never
+// ErrNumberRange, ErrInvalidString, ErrTooDeep or ErrBodyTooLarge, and never
 // panics. Sum(body) equals Request for a request whose method, route and
 // query are switched off and whose body is that JSON, sent as
 // application/json.
@@ -142,11 +152,8 @@ func (b *Builder) Canonicalize(body []byte) ([]byte, error) {
 }
 
 func (b *Builder) check(body []byte) error {
-	if b.err != nil {
-		return b.err
-	}
 	if int64(len(body)) > b.maxBytes {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(body), b.maxBytes)
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrBodyTooLarge, len(body), b.maxBytes)
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ const MaxDepthLimit = 10000
 
 // HardMaxBytes is the largest body this package reads: 1 GiB. It is the
 // limit of Canonicalize and the ceiling of WithMaxBytes. Larger input fails
-// with ErrTooLarge before it is scanned.
+// with ErrBodyTooLarge before it is scanned.
 const HardMaxBytes = 1 << 30
 
 // Canonicalize returns the RFC 8785 (JSON Canonicalization Scheme) form of
@@ -28,11 +28,11 @@ const HardMaxBytes = 1 << 30
 // Input must be I-JSON (RFC 7493): invalid JSON, duplicate member names,
 // numbers out of the range of a double, invalid UTF-8 and lone surrogates
 // fail with the package's sentinel errors; nesting beyond DefaultMaxDepth
-// fails with ErrTooDeep and input over HardMaxBytes with ErrTooLarge. The
+// fails with ErrTooDeep and input over HardMaxBytes with ErrBodyTooLarge. The
 // returned slice is newly allocated; json is not modified or retained.
 func Canonicalize(json []byte) ([]byte, error) {
 	if len(json) > HardMaxBytes {
-		return nil, ErrTooLarge
+		return nil, ErrBodyTooLarge
 	}
 	w := getWork()
 	defer putWork(w)

@@ -193,7 +193,7 @@
 // a sentinel, returned wrapped with a reason and, where it helps, the byte
 // offset, and checked with errors.Is. Request and RequestBody return them
 // for JSON bodies too; an HTTP layer answers them with 400 (413 for
-// ErrTooLarge).
+// ErrBodyTooLarge).
 //
 //	invalid JSON (syntax, trailing data, blank input)            ErrInvalidJSON
 //	two members of one object with the same name                 ErrDuplicateMember
@@ -204,9 +204,11 @@
 //	  (a number too small to represent rounds to 0, as in JSON.parse)
 //	invalid UTF-8, a raw control character, a bad escape,
 //	  or a \u escape naming a lone surrogate                     ErrInvalidString
-//	nesting deeper than WithMaxDepth (default 1000)              ErrTooDeep
-//	a body over WithMaxBytes (default 16 MiB; at most 1 GiB)     ErrTooLarge
-//	a malformed path given to WithAllow or WithDeny              ErrInvalidPath
+//	nesting deeper than WithMaxDepth (default 1000; at most
+//	  10,000, MaxDepthLimit)                                     ErrTooDeep
+//	a body over WithMaxBytes (default 16 MiB; at most 1 GiB,
+//	  HardMaxBytes)                                              ErrBodyTooLarge
+//	a malformed path given to WithAllow or WithDeny (from New)   ErrInvalidPath
 //
 // Empty input is invalid JSON to Canonicalize and Builder.Canonicalize;
 // Sum, Request and RequestBody take an empty body as a case of its own. The

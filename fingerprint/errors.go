@@ -8,7 +8,8 @@ import (
 // The errors below are returned wrapped (with the byte offset or the member
 // name where that helps) and are meant to be checked with errors.Is. Every one
 // of them describes bad input or bad configuration, never an internal fault:
-// an HTTP layer answers the input errors with 400 Bad Request.
+// an HTTP layer answers the input errors with 400 Bad Request (413 for
+// ErrBodyTooLarge).
 var (
 	// ErrInvalidJSON reports a body that is not JSON text (RFC 8259): a
 	// syntax error, an unexpected end, trailing data after the top-level
@@ -47,15 +48,17 @@ var (
 	// is checked while scanning, before any work proportional to the depth.
 	ErrTooDeep = errors.New("fingerprint: nesting too deep")
 
-	// ErrTooLarge reports a body longer than the size limit (DefaultMaxBytes
-	// for a Builder unless WithMaxBytes says otherwise; HardMaxBytes for
-	// Canonicalize). It is returned before the body is scanned.
-	ErrTooLarge = errors.New("fingerprint: body too large")
+	// ErrBodyTooLarge reports a body longer than the size limit
+	// (DefaultMaxBytes for a Builder unless WithMaxBytes says otherwise;
+	// HardMaxBytes for Canonicalize). It is returned before the body is
+	// scanned. (idem.ErrTooLarge is another matter: a result too large for
+	// a layer to keep.)
+	ErrBodyTooLarge = errors.New("fingerprint: body too large")
 
 	// ErrInvalidPath reports a field path given to WithAllow or WithDeny
 	// that does not follow the path syntax described in the package
-	// documentation. Every method of a Builder built with such a path
-	// returns it, so a typo never silently widens what counts.
+	// documentation. New returns it (wrapped, naming the path), so a typo
+	// never silently widens what counts.
 	ErrInvalidPath = errors.New("fingerprint: invalid field path")
 )
 

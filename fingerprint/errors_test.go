@@ -82,7 +82,7 @@ func TestCanonicalizeErrors(t *testing.T) {
 				t.Errorf("error %q lacks the package prefix", err)
 			}
 			// The Builder agrees, with and without field lists.
-			for _, b := range []*Builder{New(), New(WithDeny("**.a", "**.x"), WithAllow("b"))} {
+			for _, b := range []*Builder{newBuilder(t), newBuilder(t, WithDeny("**.a", "**.x"), WithAllow("b"))} {
 				if _, err := b.Sum([]byte(tt.in)); !errors.Is(err, tt.want) && !(tt.in == "" && err == nil) {
 					t.Errorf("Sum: %v, want %v", err, tt.want)
 				}
@@ -102,32 +102,37 @@ func TestDepthLimit(t *testing.T) {
 	tests := []struct {
 		name  string
 		depth int
-		opt   int
+		opts  []Option
 		want  error
 	}{
-		{"at the default limit", DefaultMaxDepth, 0, nil},
-		{"past the default limit", DefaultMaxDepth + 1, 0, ErrTooDeep},
-		{"100000 deep", 100000, 0, ErrTooDeep},
-		{"custom limit", 11, 10, ErrTooDeep},
-		{"within custom limit", 10, 10, nil},
-		{"at the ceiling", MaxDepthLimit, 1 << 30, nil},
-		{"past the ceiling", MaxDepthLimit + 1, 1 << 30, ErrTooDeep},
+		{"at the default limit", DefaultMaxDepth, nil, nil},
+		{"past the default limit", DefaultMaxDepth + 1, nil, ErrTooDeep},
+		{"100000 deep", 100000, nil, ErrTooDeep},
+		{"custom limit", 11, []Option{WithMaxDepth(10)}, ErrTooDeep},
+		{"within custom limit", 10, []Option{WithMaxDepth(10)}, nil},
+		{"no limit: the ceiling", MaxDepthLimit, []Option{WithMaxDepth(0)}, nil},
+		{"no limit, past the ceiling", MaxDepthLimit + 1, []Option{WithMaxDepth(0)}, ErrTooDeep},
+		{"at the ceiling", MaxDepthLimit, []Option{WithMaxDepth(1 << 30)}, nil},
+		{"past the ceiling", MaxDepthLimit + 1, []Option{WithMaxDepth(1 << 30)}, ErrTooDeep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := strings.Repeat("[", tt.depth) + strings.Repeat("]", tt.depth)
-			_, err := New(WithMaxDepth(tt.opt)).Sum([]byte(in))
+			_, err := newBuilder(t, tt.opts...).Sum([]byte(in))
 			if !errors.Is(err, tt.want) {
 				t.Errorf("got %v, want %v", err, tt.want)
 			}
 			// Unclosed: the limit trips before the end of input is seen.
 			if tt.want != nil {
-				_, err = New(WithMaxDepth(tt.opt)).Sum([]byte(strings.Repeat(`{"a":[`, tt.depth)))
+				_, err = newBuilder(t, tt.opts...).Sum([]byte(strings.Repeat(`{"a":[`, tt.depth)))
 				if !errors.Is(err, ErrTooDeep) {
 					t.Errorf("unclosed: got %v", err)
 				}
 			}
 		})
+	}
+	if _, err := New(WithMaxDepth(-1)); err == nil || !strings.Contains(err.Error(), "WithMaxDepth") {
+		t.Errorf("New(WithMaxDepth(-1)): %v, want an error naming the option", err)
 	}
 }
 
@@ -140,9 +145,9 @@ func TestLargeBody(t *testing.T) {
 	}
 	body := largeBody(50 << 20)
 	start := time.Now()
-	_, err := New().Sum(body)
-	if !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("default limit: got %v, want ErrTooLarge", err)
+	_, err := newBuilder(t).Sum(body)
+	if !errors.Is(err, ErrBodyTooLarge) {
+		t.Fatalf("default limit: got %v, want ErrBodyTooLarge", err)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("refusing took %v", d)
@@ -150,7 +155,7 @@ func TestLargeBody(t *testing.T) {
 	if raceEnabled {
 		body = largeBody(4 << 20) // the same code, in a tenth of a minute
 	}
-	b := New(WithMaxBytes(64 << 20))
+	b := newBuilder(t, WithMaxBytes(64<<20))
 	d1, err := b.Sum(body)
 	if err != nil {
 		t.Fatalf("raised limit: %v", err)
@@ -187,13 +192,16 @@ func largeBody(n int) []byte {
 
 func TestMaxBytes(t *testing.T) {
 	body := []byte(`{"amount": 100}`)
-	if _, err := New(WithMaxBytes(int64(len(body) - 1))).Sum(body); !errors.Is(err, ErrTooLarge) {
+	if _, err := newBuilder(t, WithMaxBytes(int64(len(body)-1))).Sum(body); !errors.Is(err, ErrBodyTooLarge) {
 		t.Errorf("one byte over: %v", err)
 	}
-	if _, err := New(WithMaxBytes(int64(len(body)))).Sum(body); err != nil {
+	if _, err := newBuilder(t, WithMaxBytes(int64(len(body)))).Sum(body); err != nil {
 		t.Errorf("at the limit: %v", err)
 	}
-	if _, err := New(WithMaxBytes(-1)).Sum(body); err != nil {
-		t.Errorf("no limit: %v", err)
+	if b := newBuilder(t, WithMaxBytes(0)); b.maxBytes != HardMaxBytes {
+		t.Errorf("WithMaxBytes(0): a limit of %d, want no limit but HardMaxBytes", b.maxBytes)
+	}
+	if _, err := New(WithMaxBytes(-1)); err == nil || !strings.Contains(err.Error(), "WithMaxBytes") {
+		t.Errorf("New(WithMaxBytes(-1)): %v, want an error naming the option", err)
 	}
 }

@@ -40,7 +40,7 @@ func TestExactIntegers(t *testing.T) {
 		{"small", `[0,-1,42,123456789012345]`, `[0,-1,42,123456789012345]`, `[0,-1,42,123456789012345]`},
 		{"nested", `{"a":[{"b":12345678901234567890}]}`, `{"a":[{"b":12345678901234567890}]}`, `{"a":[{"b":12345678901234567000}]}`},
 	}
-	b := New()
+	b := newBuilder(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := b.Canonicalize([]byte(tt.in))
@@ -68,7 +68,7 @@ func TestExactIntegersRange(t *testing.T) {
 	inf := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 1024), new(big.Int).Lsh(big.NewInt(1), 970))
 	below := new(big.Int).Sub(inf, big.NewInt(1)).String()
 	for _, in := range []string{inf.String(), "-" + inf.String(), "1" + strings.Repeat("0", 309), "-" + strings.Repeat("9", 400)} {
-		for _, b := range []*Builder{New(), New(WithCaseSensitiveNames(true))} {
+		for _, b := range []*Builder{newBuilder(t), newBuilder(t, WithCaseSensitiveNames(true))} {
 			if _, err := b.Sum([]byte(in)); !errors.Is(err, ErrNumberRange) {
 				t.Errorf("Sum(%.20s…): %v, want ErrNumberRange", in, err)
 			}
@@ -78,7 +78,7 @@ func TestExactIntegersRange(t *testing.T) {
 		}
 	}
 	for _, in := range []string{below, strconv.FormatFloat(math.MaxFloat64, 'f', -1, 64), "-" + below} {
-		got, err := New().Canonicalize([]byte(in))
+		got, err := newBuilder(t).Canonicalize([]byte(in))
 		if err != nil || string(got) != in {
 			t.Errorf("Builder.Canonicalize(%.20s…) = %.20s…, %v; want it as written", in, got, err)
 		}
@@ -102,7 +102,7 @@ func TestExactIntegersKeepSmallForms(t *testing.T) {
 		}
 		lits = append(lits, n, n/int64(math.Pow10(rng.IntN(16))))
 	}
-	b := New()
+	b := newBuilder(t)
 	for _, n := range lits {
 		lit := strconv.FormatInt(n, 10)
 		got, err := b.Canonicalize([]byte(lit))
@@ -128,7 +128,7 @@ func TestIssueExamplesAtSum(t *testing.T) {
 	if x == y {
 		t.Fatal("encoding/json reads the two integers alike")
 	}
-	b := New()
+	b := newBuilder(t)
 	d1, err1 := b.Sum([]byte(`{"amount":9007199254740993}`))
 	d2, err2 := b.Sum([]byte(`{"amount":9007199254740992}`))
 	if err1 != nil || err2 != nil || d1 == d2 {
@@ -155,7 +155,7 @@ func TestIssueExamplesAtRequest(t *testing.T) {
 	req := func(body string) (string, error) {
 		r := httptest.NewRequest("POST", "/payments", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
-		return New().Request(r)
+		return newBuilder(t).Request(r)
 	}
 	for _, body := range []string{`{"amount":100,"AMOUNT":5}`, `{"AMOUNT":5,"amount":100}`} {
 		if _, err := req(body); !errors.Is(err, ErrAmbiguousMember) {
@@ -169,13 +169,13 @@ func TestIssueExamplesAtRequest(t *testing.T) {
 	}
 	r := httptest.NewRequest("POST", "/payments", nil)
 	r.Header.Set("Content-Type", "application/merge-patch+json")
-	if _, err := New().RequestBody(r, []byte(`{"x":{"Σ":1,"ς":2}}`)); !errors.Is(err, ErrAmbiguousMember) {
+	if _, err := newBuilder(t).RequestBody(r, []byte(`{"x":{"Σ":1,"ς":2}}`)); !errors.Is(err, ErrAmbiguousMember) {
 		t.Errorf("RequestBody, +json: %v, want ErrAmbiguousMember", err)
 	}
 	// Form bodies and query strings are read case-sensitively by Go.
 	r = httptest.NewRequest("POST", "/payments?a=1&A=2", strings.NewReader("amount=1&AMOUNT=2"))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if _, err := New().Request(r); err != nil {
+	if _, err := newBuilder(t).Request(r); err != nil {
 		t.Errorf("form and query with case variants: %v", err)
 	}
 }

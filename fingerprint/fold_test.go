@@ -179,7 +179,7 @@ func TestAmbiguousMembers(t *testing.T) {
 			if _, err := Canonicalize([]byte(tt.in)); err != nil {
 				t.Fatalf("Canonicalize (RFC 8785) refuses it: %v", err)
 			}
-			b := New(tt.opts...)
+			b := newBuilder(t, tt.opts...)
 			_, err := b.Sum([]byte(tt.in))
 			if !errors.Is(err, ErrAmbiguousMember) {
 				t.Fatalf("Sum: %v, want ErrAmbiguousMember", err)
@@ -205,7 +205,7 @@ func TestAmbiguousMembers(t *testing.T) {
 				}
 			}
 			// The opt-out accepts it as RFC 8785 does.
-			cs := New(append(tt.opts, WithCaseSensitiveNames(true))...)
+			cs := newBuilder(t, append(tt.opts, WithCaseSensitiveNames(true))...)
 			if _, err := cs.Sum([]byte(tt.in)); err != nil {
 				t.Errorf("WithCaseSensitiveNames(true): %v", err)
 			}
@@ -214,11 +214,11 @@ func TestAmbiguousMembers(t *testing.T) {
 }
 
 func TestAmbiguousMemberNames(t *testing.T) {
-	_, err := New().Sum([]byte(`{"b":0,"amount":100,"AMOUNT":5}`))
+	_, err := newBuilder(t).Sum([]byte(`{"b":0,"amount":100,"AMOUNT":5}`))
 	if err == nil || !strings.Contains(err.Error(), `"AMOUNT" and "amount"`) {
 		t.Errorf("got %v, want both names in it", err)
 	}
-	_, err = New().Sum([]byte(`{"sku":0,"field":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"\u017fKU":17}`))
+	_, err = newBuilder(t).Sum([]byte(`{"sku":0,"field":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"\u017fKU":17}`))
 	if err == nil || !strings.Contains(err.Error(), `"sku" and "ſKU"`) {
 		t.Errorf("many members: got %v, want both names in it", err)
 	}
@@ -229,12 +229,12 @@ func TestAmbiguousMemberNames(t *testing.T) {
 func TestUnambiguousMembers(t *testing.T) {
 	for _, p := range distinctNames {
 		in := fmt.Sprintf(`{%s:1,%s:2}`, quoteJSON(p[0]), quoteJSON(p[1]))
-		if _, err := New().Sum([]byte(in)); err != nil {
+		if _, err := newBuilder(t).Sum([]byte(in)); err != nil {
 			t.Errorf("%s: %v", in, err)
 		}
 	}
 	for _, in := range []string{`{"a":1,"a":2}`, `{"A":1,"A":2}`, `{"a":1,"A":2,"a":3}`} {
-		for _, b := range []*Builder{New(), New(WithCaseSensitiveNames(true))} {
+		for _, b := range []*Builder{newBuilder(t), newBuilder(t, WithCaseSensitiveNames(true))} {
 			if _, err := b.Sum([]byte(in)); !errors.Is(err, ErrDuplicateMember) {
 				t.Errorf("%s: %v, want ErrDuplicateMember", in, err)
 			}
@@ -242,7 +242,7 @@ func TestUnambiguousMembers(t *testing.T) {
 	}
 	// Members of different objects never clash.
 	for _, in := range []string{`{"a":{"x":1},"b":{"X":1}}`, `[{"a":1},{"A":1}]`} {
-		if _, err := New().Sum([]byte(in)); err != nil {
+		if _, err := newBuilder(t).Sum([]byte(in)); err != nil {
 			t.Errorf("%s: %v", in, err)
 		}
 	}
@@ -251,7 +251,7 @@ func TestUnambiguousMembers(t *testing.T) {
 // TestCaseSensitiveNames: with the opt-out, the two orders of the issue's
 // body are one RFC 8785 object again, and the digest is that object's.
 func TestCaseSensitiveNames(t *testing.T) {
-	b := New(WithCaseSensitiveNames(true))
+	b := newBuilder(t, WithCaseSensitiveNames(true))
 	x, err1 := b.Sum([]byte(`{"amount":100,"AMOUNT":5}`))
 	y, err2 := b.Sum([]byte(`{"AMOUNT":5,"amount":100}`))
 	if err1 != nil || err2 != nil || x != y {

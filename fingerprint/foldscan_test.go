@@ -54,7 +54,7 @@ func TestNameClass(t *testing.T) {
 func TestFoldCheckAgainstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 20))
 	parts := []string{"a", "A", "k", "K", "\u212a", "s", "S", "\u017f", "σ", "ς", "Σ", "é", "É", "ß", "ẞ", "_", "1", "ab", "AB"}
-	b := New(WithDefaultDeny(false))
+	b := newBuilder(t, WithDefaultDeny(false))
 	clashes := 0
 	for i := range 4000 {
 		n := rng.IntN(2*foldSmall) + 1
@@ -96,7 +96,7 @@ func TestFoldCheckAgainstReference(t *testing.T) {
 // plainly and with escapes (read from the input and from decoded text),
 // so that no word boundary of the look for foldy names hides it.
 func TestAmbiguousAtEveryLength(t *testing.T) {
-	b := New()
+	b := newBuilder(t)
 	for n := 1; n <= 20; n++ {
 		lower := strings.Repeat("q", n)
 		for i := range n {

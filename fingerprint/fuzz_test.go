@@ -12,7 +12,7 @@ import (
 )
 
 // sentinels are the errors bad input may produce.
-var sentinels = []error{ErrInvalidJSON, ErrDuplicateMember, ErrAmbiguousMember, ErrNumberRange, ErrInvalidString, ErrTooDeep, ErrTooLarge}
+var sentinels = []error{ErrInvalidJSON, ErrDuplicateMember, ErrAmbiguousMember, ErrNumberRange, ErrInvalidString, ErrTooDeep, ErrBodyTooLarge}
 
 func isSentinel(err error) bool {
 	for _, s := range sentinels {
@@ -41,7 +41,7 @@ func FuzzCanonicalize(f *testing.F) {
 	for _, s := range append(fuzzSeeds, goSeeds...) {
 		f.Add([]byte(s))
 	}
-	b := New(WithDefaultDeny(false))
+	b := newBuilder(f, WithDefaultDeny(false))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := Canonicalize(in)
 		checkBuilderForm(t, b, in, out, err)
@@ -171,7 +171,7 @@ func FuzzSumStable(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
-	b := New()
+	b := newBuilder(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		d1, err := b.Sum(in)
 		if err != nil || len(in) == 0 {
@@ -235,7 +235,7 @@ func FuzzNumber(f *testing.F) {
 		"333333333.33333329", "9.999999999999999e290", "1e291", "5e-324", "1e400", "0.1e1", "100e-2"} {
 		f.Add(s)
 	}
-	b := New()
+	b := newBuilder(f)
 	f.Fuzz(func(t *testing.T, lit string) {
 		if !json.Valid([]byte(lit)) || len(lit) == 0 || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
 			return

@@ -155,7 +155,7 @@ func FuzzGoReads(f *testing.F) {
 	for _, s := range append(goSeeds, fuzzSeeds...) {
 		f.Add([]byte(s))
 	}
-	b := New(WithDefaultDeny(false))
+	b := newBuilder(f, WithDefaultDeny(false))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := b.Canonicalize(in)
 		if err != nil {
@@ -235,7 +235,7 @@ func (g goGen) twin(t *tree) *tree {
 // body generated is checked against all others with its digest.
 func TestPropertyGoReads(t *testing.T) {
 	g := goGen{jsonGen{rand.New(rand.NewPCG(13, 17))}}
-	b := New()
+	b := newBuilder(t)
 	seen := map[string]*goValue{}
 	bodies := map[string]string{}
 	refused, pairs := 0, 0

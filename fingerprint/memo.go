@@ -58,9 +58,9 @@ func (w *work) memoKey(pre []byte, kind byte, mt, enc string, body []byte) [sha2
 }
 
 // memoFor returns b's memo, or nil while b has answered fewer than two
-// calls: a Builder made for one call (fingerprint.New().Sum(body) in a
-// loop) then costs neither the table's 32 KiB nor the extra hash, and one
-// that lives answers repeats from its second call on.
+// calls: a Builder made for one call (a new Builder per Sum in a loop)
+// then costs neither the table's 32 KiB nor the extra hash, and one that
+// lives answers repeats from its second call on.
 func (b *Builder) memoFor() *memo {
 	if m := b.memo.Load(); m != nil {
 		return m

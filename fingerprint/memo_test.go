@@ -24,7 +24,7 @@ func memoBodies(n int) [][]byte {
 // so canonicalized).
 func TestMemoAnswersAsTheCanonicalPath(t *testing.T) {
 	bodies := memoBodies(memoSlots + memoSlots/2)
-	ref, b := New(), New()
+	ref, b := newBuilder(t), newBuilder(t)
 	want := make([]string, len(bodies))
 	for i, body := range bodies {
 		var err error
@@ -54,7 +54,7 @@ func TestMemoAnswersAsTheCanonicalPath(t *testing.T) {
 // one other part each, alternately, through one Builder: a memo keyed on
 // less than the whole input would answer one with the other's digest.
 func TestMemoKeepsRequestsApart(t *testing.T) {
-	b, ref := New(WithHeaders("X-Tenant")), New(WithHeaders("X-Tenant"))
+	b, ref := newBuilder(t, WithHeaders("X-Tenant")), newBuilder(t, WithHeaders("X-Tenant"))
 	const body = `{"amount": 100, "currency": "EUR"}`
 	type req struct{ method, target, ct, tenant, enc string }
 	reqs := []req{
@@ -110,7 +110,7 @@ func TestMemoAnswersRepeats(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under the race detector")
 	}
-	b := New()
+	b := newBuilder(t)
 	r := httptest.NewRequest("POST", "/orders", nil)
 	r.Header.Set("Content-Type", "application/json")
 	body := []byte(`{"amount": 1999, "currency": "EUR", "customer": {"id": "cus_42"}}`)
@@ -129,7 +129,7 @@ func TestMemoAnswersRepeats(t *testing.T) {
 
 // TestMemoWaitsForASecondCall: a Builder made for one call costs no memo.
 func TestMemoWaitsForASecondCall(t *testing.T) {
-	b := New()
+	b := newBuilder(t)
 	body := []byte(`{"a": 1}`)
 	first, err := b.Sum(body)
 	if err != nil {

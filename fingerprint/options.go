@@ -1,6 +1,11 @@
 package fingerprint
 
-import "net/http"
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
 
 // DefaultMaxBytes is the default body size limit of a Builder: 16 MiB. The
 // HTTP middleware usually refuses large bodies first; this limit keeps a
@@ -26,8 +31,9 @@ func DefaultDeny() []string {
 }
 
 // Option configures a Builder. Options apply in order after the defaults;
-// those that take lists add to what earlier calls gave.
-type Option func(*config)
+// those that take lists add to what earlier calls gave. An option given
+// nonsense makes New fail.
+type Option func(*config) error
 
 type config struct {
 	allow, deny   []string
@@ -61,54 +67,80 @@ func defaults() config {
 // allowed field. A name in an allow path also matches the member names
 // encoding/json would read into the same struct field ("amount" reaches
 // "Amount" and "AMOUNT"), unless WithCaseSensitiveNames(true). Calls add
-// up; a call with no paths changes nothing.
+// up; a call with no paths changes nothing. A malformed path is an error
+// wrapping ErrInvalidPath.
 func WithAllow(paths ...string) Option {
-	return func(c *config) { c.allow = append(c.allow, paths...) }
+	return func(c *config) error {
+		if err := checkPaths("WithAllow", paths); err != nil {
+			return err
+		}
+		c.allow = append(c.allow, paths...)
+		return nil
+	}
 }
 
 // WithDeny makes the body fields at these paths never count, in addition to
 // the default deny-list (unless WithDefaultDeny(false)). Default: only the
 // default deny-list. Calls add up.
 func WithDeny(paths ...string) Option {
-	return func(c *config) { c.deny = append(c.deny, paths...) }
+	return func(c *config) error {
+		if err := checkPaths("WithDeny", paths); err != nil {
+			return err
+		}
+		c.deny = append(c.deny, paths...)
+		return nil
+	}
+}
+
+// checkPaths returns an error wrapping ErrInvalidPath for each malformed
+// path, naming the option.
+func checkPaths(option string, paths []string) error {
+	var errs []error
+	for _, p := range paths {
+		if _, err := parsePath(p); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", option, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // WithDefaultDeny turns the default deny-list (DefaultDeny) on or off.
 // Default: on. Paths given to WithDeny apply either way.
 func WithDefaultDeny(on bool) Option {
-	return func(c *config) { c.defaultDeny = on }
+	return func(c *config) error { c.defaultDeny = on; return nil }
 }
 
 // WithMethod makes the request method count or not in Request and
 // RequestBody. Default: it counts (an empty method counts as GET, as in
 // net/http).
 func WithMethod(on bool) Option {
-	return func(c *config) { c.method = on }
+	return func(c *config) error { c.method = on; return nil }
 }
 
 // WithRoute sets the function that names the route of a request in Request
-// and RequestBody. Default: DefaultRoute, the escaped URL path. A nil
-// function makes the route not count at all. The function is called once
+// and RequestBody. Default: DefaultRoute, the escaped URL path. nil makes
+// the route not count at all. The function is called once
 // per request, from any goroutine; it must not keep r.
 func WithRoute(route func(r *http.Request) string) Option {
-	return func(c *config) { c.route = route }
+	return func(c *config) error { c.route = route; return nil }
 }
 
 // WithQuery makes the query string count or not in Request and RequestBody.
 // Default: every query parameter counts.
 func WithQuery(on bool) Option {
-	return func(c *config) { c.query = on }
+	return func(c *config) error { c.query = on; return nil }
 }
 
 // WithQueryAllow makes only the query parameters with these names
 // (case-sensitive, compared after unescaping) count. Default: all count.
 // Calls add up; a call with no names changes nothing.
 func WithQueryAllow(names ...string) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if len(names) > 0 {
 			c.queryAllow = append(c.queryAllow, names...)
 			c.queryAllowSet = true
 		}
+		return nil
 	}
 }
 
@@ -116,44 +148,76 @@ func WithQueryAllow(names ...string) Option {
 // (case-sensitive) never count. Default: none is denied; the body's
 // deny-list does not apply to the query. Calls add up.
 func WithQueryDeny(names ...string) Option {
-	return func(c *config) { c.queryDeny = append(c.queryDeny, names...) }
+	return func(c *config) error { c.queryDeny = append(c.queryDeny, names...); return nil }
 }
 
 // WithHeaders makes the request headers with these names count
 // (case-insensitive; "Host" means the request's Host). Default: no header
 // counts. Each named header counts with all its values in the order
 // received; an absent header and a header with an empty value differ.
-// Calls add up.
+// Calls add up. A name that is not a header name ("" included) is an
+// error.
 func WithHeaders(names ...string) Option {
-	return func(c *config) { c.headers = append(c.headers, names...) }
+	return func(c *config) error {
+		for _, n := range names {
+			if !headerName(n) {
+				return fmt.Errorf("WithHeaders: %q is not a header name", n)
+			}
+		}
+		c.headers = append(c.headers, names...)
+		return nil
+	}
+}
+
+// headerName reports whether s is an HTTP field name (an RFC 9110 token).
+func headerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // WithMaxBytes sets the largest body, in bytes, that Sum, Request,
 // RequestBody and Builder.Canonicalize accept; a longer one fails with
-// ErrTooLarge before any scanning. Default: DefaultMaxBytes (16 MiB).
-// Zero, a negative n or one above HardMaxBytes means HardMaxBytes (1 GiB).
+// ErrBodyTooLarge before any scanning. Default: DefaultMaxBytes (16 MiB).
+// 0 means no limit of the caller's: the package's own hard cap,
+// HardMaxBytes (1 GiB), still applies, and so does an n above it. A
+// negative n is an error.
 func WithMaxBytes(n int64) Option {
-	return func(c *config) {
-		if n <= 0 || n > HardMaxBytes {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("WithMaxBytes(%d): negative (0 means no limit but HardMaxBytes)", n)
+		}
+		if n == 0 || n > HardMaxBytes {
 			n = HardMaxBytes
 		}
 		c.maxBytes = n
+		return nil
 	}
 }
 
 // WithMaxDepth sets how many objects and arrays may be open at once in a
 // JSON body; deeper input fails with ErrTooDeep. Default: DefaultMaxDepth
-// (1000). Zero or a negative n means the default; n above MaxDepthLimit
-// means MaxDepthLimit.
+// (1000). 0 means no limit of the caller's: the package's own cap,
+// MaxDepthLimit (10,000), still applies, and so does an n above it. A
+// negative n is an error.
 func WithMaxDepth(n int) Option {
-	return func(c *config) {
-		switch {
-		case n <= 0:
-			n = DefaultMaxDepth
-		case n > MaxDepthLimit:
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("WithMaxDepth(%d): negative (0 means no limit but MaxDepthLimit)", n)
+		}
+		if n == 0 || n > MaxDepthLimit {
 			n = MaxDepthLimit
 		}
 		c.maxDepth = n
+		return nil
 	}
 }
 
@@ -175,7 +239,7 @@ func WithMaxDepth(n int) Option {
 // WithAllow("amount"), {"Amount":5} and {"Amount":500} share a
 // fingerprint, since "Amount" does not count.
 func WithCaseSensitiveNames(on bool) Option {
-	return func(c *config) { c.caseSensitive = on }
+	return func(c *config) error { c.caseSensitive = on; return nil }
 }
 
 // DefaultRoute is the route function of a Builder unless WithRoute replaces

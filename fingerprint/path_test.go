@@ -58,12 +58,11 @@ func TestParsePathErrors(t *testing.T) {
 			if steps, err := parsePath(path); !errors.Is(err, ErrInvalidPath) {
 				t.Errorf("parsePath(%q) = %+v, %v; want ErrInvalidPath", path, steps, err)
 			}
-			b := New(WithDeny(path))
-			if _, err := b.Sum([]byte(`{}`)); !errors.Is(err, ErrInvalidPath) {
-				t.Errorf("Sum with a bad deny path: %v", err)
+			if b, err := New(WithDeny(path)); !errors.Is(err, ErrInvalidPath) || b != nil || !strings.Contains(err.Error(), "WithDeny") {
+				t.Errorf("New with a bad deny path: %v", err)
 			}
-			if _, err := New(WithAllow(path)).Canonicalize([]byte(`{}`)); !errors.Is(err, ErrInvalidPath) {
-				t.Errorf("Canonicalize with a bad allow path: %v", err)
+			if b, err := New(WithAllow(path)); !errors.Is(err, ErrInvalidPath) || b != nil || !strings.Contains(err.Error(), "WithAllow") {
+				t.Errorf("New with a bad allow path: %v", err)
 			}
 		})
 	}
@@ -167,7 +166,7 @@ func TestFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := New(WithAllow(tt.allow...), WithDeny(tt.deny...), WithDefaultDeny(!tt.noDefault))
+			b := newBuilder(t, WithAllow(tt.allow...), WithDeny(tt.deny...), WithDefaultDeny(!tt.noDefault))
 			got, err := b.Canonicalize([]byte(tt.in))
 			if err != nil {
 				t.Fatalf("Canonicalize: %v", err)
@@ -177,7 +176,7 @@ func TestFilter(t *testing.T) {
 			}
 			// The digest is the digest of that canonical form.
 			d1, err1 := b.Sum([]byte(tt.in))
-			d2, err2 := New(WithDefaultDeny(false)).Sum(got)
+			d2, err2 := newBuilder(t, WithDefaultDeny(false)).Sum(got)
 			if err1 != nil || err2 != nil || d1 != d2 {
 				t.Errorf("Sum of the body and of its filtered form differ: %s %v, %s %v", d1, err1, d2, err2)
 			}

@@ -139,7 +139,7 @@ func (g jsonGen) spellNumber(n string) string {
 // changing any one scalar changes the digest.
 func TestPropertySpelling(t *testing.T) {
 	g := jsonGen{rand.New(rand.NewPCG(7, 11))}
-	b := New()
+	b := newBuilder(t)
 	for i := range 500 {
 		tr := g.value(0)
 		var x, y strings.Builder

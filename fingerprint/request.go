@@ -22,14 +22,11 @@ import (
 // together with its media type. An empty body has its own fingerprint,
 // whatever its type.
 //
-// A body over the size limit fails with ErrTooLarge, and r.Body then still
+// A body over the size limit fails with ErrBodyTooLarge, and r.Body then still
 // yields the whole body. A JSON body that is not I-JSON fails with the
 // errors listed for Sum. A failed read of the body is returned as it is,
 // wrapped.
 func (b *Builder) Request(r *http.Request) (string, error) {
-	if b.err != nil {
-		return "", b.err
-	}
 	body, err := readBody(r, b.maxBytes)
 	if err != nil {
 		return "", err
@@ -181,7 +178,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	if r.ContentLength > limit {
 		// Refused on the client's own word, before a byte is read.
-		return nil, fmt.Errorf("%w: Content-Length %d, limit %d", ErrTooLarge, r.ContentLength, limit)
+		return nil, fmt.Errorf("%w: Content-Length %d, limit %d", ErrBodyTooLarge, r.ContentLength, limit)
 	}
 	orig := r.Body
 	// Content-Length is the client's word: trust it for the first
@@ -207,7 +204,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	switch {
 	case int64(len(buf)) > limit:
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), orig), orig}
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
 	case err != nil && !errors.Is(err, io.EOF):
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), orig), orig}
 		return nil, fmt.Errorf("fingerprint: reading the body: %w", err)

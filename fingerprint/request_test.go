@@ -125,7 +125,7 @@ func TestRequestSameAndDifferent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := New(tt.opts...)
+			b := newBuilder(t, tt.opts...)
 			da := mustRequest(t, b, newRequest(t, tt.a.method, tt.a.target, tt.a.ct, tt.a.body))
 			db := mustRequest(t, b, newRequest(t, tt.b.method, tt.b.target, tt.b.ct, tt.b.body))
 			if (da == db) != tt.same {
@@ -136,7 +136,7 @@ func TestRequestSameAndDifferent(t *testing.T) {
 }
 
 func TestRequestHeaders(t *testing.T) {
-	b := New(WithHeaders("x-tenant", "ACCEPT", "host", "X-Tenant"))
+	b := newBuilder(t, WithHeaders("x-tenant", "ACCEPT", "host", "X-Tenant"))
 	base := func() *http.Request {
 		r := newRequest(t, "POST", "http://api.example/o", "", "")
 		r.Header.Add("X-Tenant", "t1")
@@ -170,7 +170,7 @@ func TestRequestHeaders(t *testing.T) {
 	// Headers do not count by default.
 	r1, r2 := base(), base()
 	r2.Header.Set("X-Tenant", "t2")
-	if mustRequest(t, New(), r1) != mustRequest(t, New(), r2) {
+	if mustRequest(t, newBuilder(t), r1) != mustRequest(t, newBuilder(t), r2) {
 		t.Error("a header counted without WithHeaders")
 	}
 	// An absent header and an empty one differ.
@@ -192,7 +192,7 @@ func TestRequestBodyStaysReadable(t *testing.T) {
 	for name, body := range bodies {
 		t.Run(name, func(t *testing.T) {
 			r := newRequest(t, "POST", "/o", "application/json", body)
-			_, _ = New().Request(r) // the bad body fails; it stays readable all the same
+			_, _ = newBuilder(t).Request(r) // the bad body fails; it stays readable all the same
 			got, err := io.ReadAll(r.Body)
 			if err != nil || string(got) != body {
 				t.Errorf("handler read %d bytes (%v), want %d", len(got), err, len(body))
@@ -208,24 +208,24 @@ func TestRequestTooLarge(t *testing.T) {
 	body := strings.Repeat("a", 1000)
 	r := newRequest(t, "POST", "/o", "text/plain", body)
 	r.ContentLength = -1 // unknown length: the limit must still hold
-	_, err := New(WithMaxBytes(100)).Request(r)
-	if !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("got %v, want ErrTooLarge", err)
+	_, err := newBuilder(t, WithMaxBytes(100)).Request(r)
+	if !errors.Is(err, ErrBodyTooLarge) {
+		t.Fatalf("got %v, want ErrBodyTooLarge", err)
 	}
 	got, _ := io.ReadAll(r.Body)
 	if string(got) != body {
-		t.Errorf("after ErrTooLarge the handler read %d bytes, want %d", len(got), len(body))
+		t.Errorf("after ErrBodyTooLarge the handler read %d bytes, want %d", len(got), len(body))
 	}
 	// A Content-Length over the limit is refused without reading.
 	r = newRequest(t, "POST", "/o", "text/plain", body)
-	if _, err := New(WithMaxBytes(100)).Request(r); !errors.Is(err, ErrTooLarge) {
+	if _, err := newBuilder(t, WithMaxBytes(100)).Request(r); !errors.Is(err, ErrBodyTooLarge) {
 		t.Fatalf("Content-Length over the limit: got %v", err)
 	}
 	if got, _ := io.ReadAll(r.Body); string(got) != body {
 		t.Errorf("after a refusal on Content-Length the handler read %d bytes, want %d", len(got), len(body))
 	}
-	if _, err := New(WithMaxBytes(100)).RequestBody(r, []byte(body)); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("RequestBody: got %v, want ErrTooLarge", err)
+	if _, err := newBuilder(t, WithMaxBytes(100)).RequestBody(r, []byte(body)); !errors.Is(err, ErrBodyTooLarge) {
+		t.Errorf("RequestBody: got %v, want ErrBodyTooLarge", err)
 	}
 }
 
@@ -245,7 +245,7 @@ func (f *failingReader) Read(p []byte) (int, error) {
 
 func TestRequestReadError(t *testing.T) {
 	r := httptest.NewRequest("POST", "/o", io.NopCloser(&failingReader{n: 10}))
-	_, err := New().Request(r)
+	_, err := newBuilder(t).Request(r)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("got %v, want the read error", err)
 	}
@@ -260,7 +260,7 @@ func TestRequestReadError(t *testing.T) {
 func TestRequestBodyMatchesRequest(t *testing.T) {
 	body := `{"amount": 100, "currency": "EUR", "nonce": "n1"}`
 	r := newRequest(t, "POST", "/o?x=1", "application/json", body)
-	b := New(WithHeaders("X-Tenant"))
+	b := newBuilder(t, WithHeaders("X-Tenant"))
 	d1 := mustRequest(t, b, r)
 	read, _ := io.ReadAll(r.Body)
 	d2, err := b.RequestBody(r, read)
@@ -268,7 +268,7 @@ func TestRequestBodyMatchesRequest(t *testing.T) {
 		t.Errorf("Request %s, RequestBody %s (%v)", d1, d2, err)
 	}
 
-	only := New(WithMethod(false), WithRoute(nil), WithQuery(false))
+	only := newBuilder(t, WithMethod(false), WithRoute(nil), WithQuery(false))
 	d3 := mustRequest(t, only, newRequest(t, "POST", "/o?x=1", "application/json", body))
 	d4, err := only.Sum([]byte(body))
 	if err != nil || d3 != d4 {
@@ -295,7 +295,7 @@ func TestRequestErrors(t *testing.T) {
 			if strings.HasPrefix(tt.body, "\x1f") {
 				r.Header.Set("Content-Encoding", "gzip")
 			}
-			_, err := New().Request(r)
+			_, err := newBuilder(t).Request(r)
 			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
 				t.Errorf("got %v, want %v", err, tt.want)
 			}
@@ -306,14 +306,24 @@ func TestRequestErrors(t *testing.T) {
 func TestRequestNilBody(t *testing.T) {
 	r := newRequest(t, "POST", "/o", "", "")
 	r.Body = nil
-	d1 := mustRequest(t, New(), r)
+	d1 := mustRequest(t, newBuilder(t), r)
 	r2 := newRequest(t, "POST", "/o", "", "")
 	r2.Body = http.NoBody
-	if d2 := mustRequest(t, New(), r2); d1 != d2 {
+	if d2 := mustRequest(t, newBuilder(t), r2); d1 != d2 {
 		t.Error("nil and empty bodies differ")
 	}
 	r3 := &http.Request{Method: "POST", Header: http.Header{}}
-	if _, err := New().RequestBody(r3, nil); err != nil {
+	if _, err := newBuilder(t).RequestBody(r3, nil); err != nil {
 		t.Errorf("request without URL: %v", err)
+	}
+}
+
+// A header name WithHeaders cannot match is an error from New, never a
+// header that silently never counts.
+func TestHeadersMustBeNames(t *testing.T) {
+	for _, name := range []string{"", "X Tenant", "X-Tenant:", "é"} {
+		if _, err := New(WithHeaders("X-Ok", name)); err == nil || !strings.Contains(err.Error(), "WithHeaders") {
+			t.Errorf("WithHeaders(%q): %v, want an error naming the option", name, err)
+		}
 	}
 }

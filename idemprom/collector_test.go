@@ -3,6 +3,7 @@ package idemprom_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemprom"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
@@ -19,10 +21,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCollectorCountsStoreEvents(t *testing.T) {
-	c := idemprom.New()
+	c := must.Get(idemprom.New())(t)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()), tiered.WithObserver(c))
+	s, err := tiered.New(tiered.WithSQL(must.Get(memlayer.New())(t)), tiered.WithObserver(c))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,5 +51,44 @@ idem_events_total{event="replay",tier="local"} 2
 	}
 	if n := testutil.CollectAndCount(c, "idem_work_duration_seconds"); n != 1 {
 		t.Fatalf("work histogram series: %d, want 1", n)
+	}
+}
+
+// Options given nonsense are one error from New that names each of them,
+// where the prometheus client would panic at New or at registration.
+func TestNewRefusesNonsense(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []idemprom.Option
+	}{
+		{"buckets out of order", []idemprom.Option{idemprom.WithBuckets(1, 0.5)}},
+		{"no buckets", []idemprom.Option{idemprom.WithBuckets()}},
+		{"NaN bucket", []idemprom.Option{idemprom.WithBuckets(math.NaN())}},
+		{"bad namespace", []idemprom.Option{idemprom.WithNamespace("9 lives")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := idemprom.New(tc.opts...); !errors.Is(err, idem.ErrConfig) {
+				t.Fatalf("New: %v, want ErrConfig", err)
+			}
+		})
+	}
+	_, err := idemprom.New(idemprom.WithBuckets(), idemprom.WithNamespace("-"))
+	for _, name := range []string{"WithBuckets", "WithNamespace"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+}
+
+// An empty namespace is no namespace: the metrics register without a prefix.
+func TestEmptyNamespace(t *testing.T) {
+	c := must.Get(idemprom.New(idemprom.WithNamespace("")))(t)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	c.Observe(t.Context(), idem.Event{Kind: idem.EventNew, Tier: idem.TierSQL})
+	if n, err := testutil.GatherAndCount(reg, "events_total"); err != nil || n != 1 {
+		t.Fatalf("events_total: %d series, %v", n, err)
 	}
 }

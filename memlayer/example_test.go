@@ -3,6 +3,7 @@ package memlayer_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -12,7 +13,10 @@ import (
 // A unit test can drive the layer's clock instead of sleeping.
 func Example() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := memlayer.New(memlayer.WithClock(func() time.Time { return now }))
+	l, err := memlayer.New(memlayer.WithClock(func() time.Time { return now }))
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 	key := idem.NewKey("tenant-1", "order-7")
 
@@ -30,7 +34,7 @@ func Example() {
 	_, claimed, _ = l.Reserve(ctx, key, "fp", 30*time.Second, 24*time.Hour)
 	fmt.Println("takeover:", claimed)
 
-	err := l.Complete(ctx, key, rec.Token, []byte("late"), 24*time.Hour)
+	err = l.Complete(ctx, key, rec.Token, []byte("late"), 24*time.Hour)
 	fmt.Println("stale owner:", err)
 	// Output:
 	// first claim: true

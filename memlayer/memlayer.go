@@ -2,6 +2,7 @@ package memlayer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -18,17 +19,34 @@ const DefaultMaxResult = 8 << 20
 // records.
 const sweepEvery = 1024
 
-// Option configures a Layer.
-type Option func(*Layer)
+// Option configures a Layer. An option given nonsense makes New fail.
+type Option func(*Layer) error
 
 // WithClock sets the clock the layer reads. Default: time.Now. A test passes
 // a fake clock and advances it instead of sleeping. now must be safe for
-// concurrent use.
-func WithClock(now func() time.Time) Option { return func(l *Layer) { l.now = now } }
+// concurrent use; nil is an error.
+func WithClock(now func() time.Time) Option {
+	return func(l *Layer) error {
+		if now == nil {
+			return errors.New("WithClock(nil): a layer needs a clock")
+		}
+		l.now = now
+		return nil
+	}
+}
 
-// WithMaxResult sets the largest result Complete accepts; a larger one gives
-// idem.ErrTooLarge. Default DefaultMaxResult. n <= 0 means no limit.
-func WithMaxResult(n int) Option { return func(l *Layer) { l.maxResult = n } }
+// WithMaxResult sets the largest result Complete accepts, in bytes; a
+// larger one gives idem.ErrTooLarge. Default DefaultMaxResult (8 MiB). 0
+// means no limit; a negative n is an error.
+func WithMaxResult(n int) Option {
+	return func(l *Layer) error {
+		if n < 0 {
+			return fmt.Errorf("WithMaxResult(%d): negative (0 means no limit)", n)
+		}
+		l.maxResult = n
+		return nil
+	}
+}
 
 // Layer is an in-memory idem.Layer, safe for concurrent use. The zero value
 // is not usable; call New.
@@ -55,13 +73,24 @@ type entry struct {
 	grace bool
 }
 
-// New returns an empty Layer.
-func New(opts ...Option) *Layer {
+// New returns an empty Layer configured by opts over the defaults. Options
+// given nonsense make it fail with an error that names each of them and
+// wraps idem.ErrConfig.
+func New(opts ...Option) (*Layer, error) {
 	l := &Layer{now: time.Now, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]*entry)}
+	var errs []error
 	for _, o := range opts {
-		o(l)
+		if o == nil {
+			continue
+		}
+		if err := o(l); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return l
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("memlayer: %w: %w", idem.ErrConfig, err)
+	}
+	return l, nil
 }
 
 // Len returns how many records are stored, expired ones not yet swept

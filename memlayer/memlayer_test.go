@@ -1,6 +1,8 @@
 package memlayer_test
 
 import (
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/storetest"
 )
@@ -34,7 +37,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func TestConformanceFakeClock(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	l := memlayer.New(memlayer.WithClock(clock.Now))
+	l := must.Get(memlayer.New(memlayer.WithClock(clock.Now)))(t)
 	storetest.Run(t, storetest.Harness{
 		New:     func(*testing.T) idem.Layer { return l },
 		Advance: func(_ *testing.T, d time.Duration) { clock.Advance(d) },
@@ -43,7 +46,7 @@ func TestConformanceFakeClock(t *testing.T) {
 }
 
 func TestConformanceRealClock(t *testing.T) {
-	l := memlayer.New()
+	l := must.Get(memlayer.New())(t)
 	storetest.Run(t, storetest.Harness{
 		New:  func(*testing.T) idem.Layer { return l },
 		Tick: 20 * time.Millisecond,
@@ -51,7 +54,7 @@ func TestConformanceRealClock(t *testing.T) {
 }
 
 func TestMaxResult(t *testing.T) {
-	l := memlayer.New(memlayer.WithMaxResult(4))
+	l := must.Get(memlayer.New(memlayer.WithMaxResult(4)))(t)
 	k := idem.NewKey("", "max")
 	rec, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour)
 	if err != nil {
@@ -67,7 +70,7 @@ func TestMaxResult(t *testing.T) {
 
 func TestExpiredRecordsAreSwept(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	l := memlayer.New(memlayer.WithClock(clock.Now))
+	l := must.Get(memlayer.New(memlayer.WithClock(clock.Now)))(t)
 	for i := range 1000 {
 		k := idem.NewKey("sweep", string(rune('a'+i%26))+time.Duration(i).String())
 		if _, _, err := l.Reserve(t.Context(), k, "fp", time.Second, time.Second); err != nil {
@@ -83,5 +86,28 @@ func TestExpiredRecordsAreSwept(t *testing.T) {
 	}
 	if n := l.Len(); n > 1100 {
 		t.Fatalf("%d records stored, want expired ones swept (at most 1100 live)", n)
+	}
+}
+
+// Options given nonsense are an error from New that names each of them;
+// zero is no limit.
+func TestNewValidatesOptions(t *testing.T) {
+	_, err := memlayer.New(memlayer.WithClock(nil), memlayer.WithMaxResult(-1))
+	if !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("New with a nil clock and a negative limit: %v, want ErrConfig", err)
+	}
+	for _, name := range []string{"WithClock", "WithMaxResult"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+	l := must.Get(memlayer.New(memlayer.WithMaxResult(0)))(t)
+	k := idem.NewKey("", "no limit")
+	rec, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(t.Context(), k, rec.Token, make([]byte, memlayer.DefaultMaxResult+1), time.Hour); err != nil {
+		t.Fatalf("WithMaxResult(0) refused a result over the default limit: %v", err)
 	}
 }

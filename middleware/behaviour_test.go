@@ -12,16 +12,24 @@ import (
 )
 
 func TestBehaviourNetHTTP(t *testing.T) {
-	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
-		return middleware.New(store, opts...)(h)
+	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
+		mw, err := middleware.New(store, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return mw(h), nil
 	})
 }
 
 func TestBehaviourChi(t *testing.T) {
-	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
+		mw, err := middleware.New(store, opts...)
+		if err != nil {
+			return nil, err
+		}
 		r := chi.NewRouter()
-		r.Use(middleware.New(store, opts...))
+		r.Use(mw)
 		r.Handle("/*", h)
-		return r
+		return r, nil
 	})
 }

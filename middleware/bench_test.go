@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/tiered"
@@ -130,12 +131,12 @@ func BenchmarkPayment(b *testing.B) {
 					case "minimal":
 						h = minimalIdem(h)
 					case "idem":
-						store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+						store, err := tiered.New(tiered.WithSQL(must.Get(memlayer.New())(b)))
 						if err != nil {
 							b.Fatal(err)
 						}
 						defer store.Close()
-						h = middleware.New(store)(h)
+						h = must.Get(middleware.New(store))(b)(h)
 					}
 					runtime.GC()
 					benchPath(b, h, path, "bench-"+handler.name+"-"+stack+"-")

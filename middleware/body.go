@@ -18,10 +18,10 @@ type body struct {
 	rd  bytes.Reader
 }
 
-// read reads r.Body into b, up to limit bytes. It fails with
+// read reads r.Body into b, up to limit bytes (0: no limit). It fails with
 // errBodyTooLarge before reading when Content-Length says too much.
 func (b *body) read(r *http.Request, limit int64) error {
-	if r.ContentLength > limit {
+	if limit > 0 && r.ContentLength > limit {
 		return fmt.Errorf("%w: %d bytes, at most %d", errBodyTooLarge, r.ContentLength, limit)
 	}
 	b.buf = b.buf[:0]
@@ -35,10 +35,13 @@ func (b *body) read(r *http.Request, limit int64) error {
 		if len(b.buf) == cap(b.buf) {
 			b.buf = append(b.buf, 0)[:len(b.buf)]
 		}
-		room := min(int64(cap(b.buf)), limit+1) // read one byte past the limit
+		room := int64(cap(b.buf))
+		if limit > 0 {
+			room = min(room, limit+1) // read one byte past the limit
+		}
 		n, err := r.Body.Read(b.buf[len(b.buf):room])
 		b.buf = b.buf[:len(b.buf)+n]
-		if int64(len(b.buf)) > limit {
+		if limit > 0 && int64(len(b.buf)) > limit {
 			return fmt.Errorf("%w: more than %d bytes", errBodyTooLarge, limit)
 		}
 		if err == io.EOF {

@@ -29,7 +29,7 @@ type capture struct {
 	w        http.ResponseWriter
 	hdr      http.Header // the handler's header map, a copy of w's until sent
 	replay   []string    // names to record
-	limit    int         // largest body recorded
+	limit    int         // largest body recorded; 0: no limit
 	status   int         // final status, once wrote
 	wrote    bool        // the final header was written (to hdr, or live)
 	live     bool        // the response went to the real writer
@@ -59,7 +59,7 @@ func (c *capture) reset(w http.ResponseWriter, cfg *config) {
 		hdr = make(http.Header, len(w.Header()))
 	}
 	maps.Copy(hdr, w.Header())
-	*c = capture{w: w, hdr: hdr, replay: cfg.replay, limit: cfg.respLimit, fields: c.fields[:0], body: c.body[:0]}
+	*c = capture{w: w, hdr: hdr, replay: cfg.replay, limit: cfg.responseLimit, fields: c.fields[:0], body: c.body[:0]}
 }
 
 // recording reports whether the body is still being recorded.
@@ -113,7 +113,7 @@ func (c *capture) snapshot() {
 		}
 	}
 	if cl := h["Content-Length"]; len(cl) == 1 && c.recording() {
-		if n, err := strconv.ParseInt(cl[0], 10, 64); err == nil && n > int64(c.limit) {
+		if n, err := strconv.ParseInt(cl[0], 10, 64); err == nil && c.limit > 0 && n > int64(c.limit) {
 			c.oversize = true // no need to hold what cannot be kept
 			c.goLive()
 		}
@@ -155,7 +155,7 @@ func (c *capture) Write(p []byte) (int, error) {
 	if c.live {
 		return c.w.Write(p)
 	}
-	if len(c.body)+len(p) > c.limit {
+	if c.over(len(p)) {
 		c.oversize = true
 		c.goLive()
 		return c.w.Write(p)
@@ -171,7 +171,7 @@ func (c *capture) WriteString(s string) (int, error) {
 	if c.live {
 		return io.WriteString(c.w, s)
 	}
-	if len(c.body)+len(s) > c.limit {
+	if c.over(len(s)) {
 		c.oversize = true
 		c.goLive()
 		return io.WriteString(c.w, s)
@@ -185,6 +185,9 @@ func (c *capture) WriteString(s string) (int, error) {
 func (c *capture) ReadFrom(src io.Reader) (int64, error) {
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
+	}
+	if !c.live && c.limit == 0 {
+		return io.Copy(writerOnly{c}, src) // no limit: hold it all
 	}
 	if !c.live {
 		// Hold up to the limit; one byte more makes the response live.
@@ -201,6 +204,10 @@ func (c *capture) ReadFrom(src io.Reader) (int64, error) {
 	}
 	return io.Copy(writerOnly{c.w}, src)
 }
+
+// over reports whether n more bytes would take the held body past the
+// limit.
+func (c *capture) over(n int) bool { return c.limit > 0 && len(c.body)+n > c.limit }
 
 // writerOnly hides every method but Write, so that io.Copy cannot call
 // ReadFrom back.

@@ -24,16 +24,24 @@ func later(fn func(http.ResponseWriter, *http.Request) bool) func(http.Handler) 
 }
 
 func TestChainNetHTTP(t *testing.T) {
-	behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) http.Handler {
-		return middleware.New(store, opts...)(later(fn)(h))
+	behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error) {
+		mw, err := middleware.New(store, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return mw(later(fn)(h)), nil
 	})
 }
 
 func TestChainChi(t *testing.T) {
-	behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) http.Handler {
+	behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error) {
+		mw, err := middleware.New(store, opts...)
+		if err != nil {
+			return nil, err
+		}
 		r := chi.NewRouter()
-		r.Use(chimw.Recoverer, middleware.New(store, opts...), later(fn))
+		r.Use(chimw.Recoverer, mw, later(fn))
 		r.Handle("/*", h)
-		return r
+		return r, nil
 	})
 }

@@ -16,7 +16,11 @@ func TestThreeInstances(t *testing.T) {
 	if testing.Short() {
 		rounds = 20
 	}
-	behaviour.RunCluster(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
-		return middleware.New(store, opts...)(h)
+	behaviour.RunCluster(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
+		mw, err := middleware.New(store, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return mw(h), nil
 	}, rounds)
 }

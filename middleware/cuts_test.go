@@ -13,16 +13,24 @@ import (
 )
 
 func TestCutsNetHTTP(t *testing.T) {
-	behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
-		return middleware.New(store, opts...)(h)
+	behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
+		mw, err := middleware.New(store, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return mw(h), nil
 	})
 }
 
 func TestCutsChi(t *testing.T) {
-	behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+	behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
+		mw, err := middleware.New(store, opts...)
+		if err != nil {
+			return nil, err
+		}
 		r := chi.NewRouter()
-		r.Use(chimw.Recoverer, middleware.New(store, opts...))
+		r.Use(chimw.Recoverer, mw)
 		r.Handle("/*", h)
-		return r
+		return r, nil
 	})
 }

@@ -5,9 +5,16 @@
 //
 // [New] is net/http middleware and works with chi as it is:
 //
-//	store, _ := tiered.New(tiered.WithRedis(redisLayer), tiered.WithSQL(sqlLayer))
+//	store, err := tiered.New(tiered.WithRedis(redisLayer), tiered.WithSQL(sqlLayer))
+//	if err != nil {
+//		return err
+//	}
+//	mw, err := middleware.New(store, middleware.WithScope(tenantOf))
+//	if err != nil {
+//		return err
+//	}
 //	r := chi.NewRouter()
-//	r.Use(middleware.New(store, middleware.WithScope(tenantOf)))
+//	r.Use(mw)
 //
 // Packages idemgin and idemecho adapt the same core ([Handler]) to Gin and
 // Echo; every decision is made here.
@@ -21,7 +28,7 @@
 //	no key, key not required                      passed through, untouched (body not read)
 //	no key, WithRequire                           400 ProblemKeyMissing
 //	no key, WithDerivedKey                        the key is derived from the fingerprint
-//	malformed key (see ParseKey)                  400 ProblemKeyMalformed
+//	malformed key (see ParseKeyHeader)            400 ProblemKeyMalformed
 //	body over WithBodyLimit (default 1 MiB)       413 ProblemBodyTooLarge, before any claim
 //	body the fingerprint rejects (broken JSON)    400 ProblemBodyInvalid, nothing stored
 //	first request with this key                   the handler runs; its response is live
@@ -47,7 +54,7 @@
 // escapes); both forms of one key are the same key. Two header lines, an
 // empty or longer key, other bytes, a comma in a bare key (two joined header
 // lines look like that), a broken string or anything after its closing
-// quote are malformed. [ParseKey] implements this grammar.
+// quote are malformed. [ParseKeyHeader] implements this grammar.
 //
 // # Execution
 //

@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,9 +27,13 @@ func post(h http.Handler, path, key, body string) {
 // A retry with the same key gets the first response, and the handler runs
 // once. Real services put Redis and SQL layers in the Store.
 func Example() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 
@@ -39,7 +44,11 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":1,"run":%d}`, runs)
 	})
-	h := middleware.New(store)(pay)
+	mw, err := middleware.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := mw(pay)
 
 	post(h, "/payments", "order-7", `{"amount":100}`)
 	post(h, "/payments", `"order-7"`, `{"amount": 100, "request_id": "retry-2"}`)
@@ -53,16 +62,24 @@ func Example() {
 // chi takes the middleware as it is. A key reused for a different request
 // is answered 422 with an RFC 9457 problem, never with the other response.
 func ExampleNew_chi() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 
-	r := chi.NewRouter()
-	r.Use(middleware.New(store, middleware.WithScope(func(r *http.Request) string {
+	mw, err := middleware.New(store, middleware.WithScope(func(r *http.Request) string {
 		return r.Header.Get("X-Tenant") // normally from authentication
-	})))
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := chi.NewRouter()
+	r.Use(mw)
 	r.Post("/payments", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/payments/1")
 		w.WriteHeader(http.StatusCreated)
@@ -76,9 +93,9 @@ func ExampleNew_chi() {
 	// 422  {"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemMismatch","title":"Idempotency key reused","status":422,"detail":"This idempotency key was used for a different request."}
 }
 
-func ExampleParseKey() {
+func ExampleParseKeyHeader() {
 	for _, v := range []string{`abc`, `"abc"`, `"a\"b"`, `a, b`} {
-		k, err := middleware.ParseKey([]string{v})
+		k, err := middleware.ParseKeyHeader([]string{v})
 		fmt.Printf("%-7s -> %q %v\n", v, k, err)
 	}
 	// Output:

@@ -13,13 +13,13 @@ import (
 // its response when it leads, and the function handed to the Store. It is
 // reused, so that a request costs no allocations of its own for them.
 type exchange struct {
-	h    *Handler
-	w    http.ResponseWriter
-	r    *http.Request
-	next func(http.ResponseWriter, *http.Request)
-	body body
-	cw   capture
-	run  tiered.Func // x.execute, bound once when x is made
+	h       *Handler
+	w       http.ResponseWriter
+	r       *http.Request
+	next    func(http.ResponseWriter, *http.Request)
+	body    body
+	capture capture
+	work    tiered.Func // x.runHandler, bound once when x is made
 
 	// The Store may run the handler on a goroutine of its own, and the
 	// request may end (its client gone) while it waits; the handler must
@@ -34,7 +34,7 @@ type exchange struct {
 type runState uint8
 
 const (
-	notRun    runState = iota // the Store has not called run
+	notRun    runState = iota // the Store has not called work
 	running                   // the handler runs
 	ran                       // the handler returned
 	abandoned                 // the request ended first: the handler must not start
@@ -50,8 +50,8 @@ var errAbandoned = errors.New("middleware: the request ended before its handler 
 const maxPooled = 64 << 10
 
 var exchanges = sync.Pool{New: func() any {
-	x := &exchange{body: body{buf: make([]byte, 0, 4<<10)}, cw: capture{body: make([]byte, 0, 4<<10)}}
-	x.run = x.execute
+	x := &exchange{body: body{buf: make([]byte, 0, 4<<10)}, capture: capture{body: make([]byte, 0, 4<<10)}}
+	x.work = x.runHandler
 	return x
 }}
 
@@ -61,7 +61,7 @@ func newExchange(h *Handler, w http.ResponseWriter, r *http.Request, next func(h
 	return x
 }
 
-// free returns x for reuse, unless the Store may still call x.run (a
+// free returns x for reuse, unless the Store may still call x.work (a
 // request abandoned before its handler started): that one is left to the
 // garbage collector. Nothing may use x afterwards.
 func (x *exchange) free() {
@@ -71,7 +71,7 @@ func (x *exchange) free() {
 	if st == abandoned {
 		return
 	}
-	b, cb, fields := x.body.buf, x.cw.body, x.cw.fields
+	b, cb, fields := x.body.buf, x.capture.body, x.capture.fields
 	if cap(b) > maxPooled {
 		b = nil
 	}
@@ -83,14 +83,14 @@ func (x *exchange) free() {
 	x.state, x.ended = notRun, nil
 	x.body.buf = b[:0]
 	x.body.rd.Reset(nil)
-	x.cw = capture{hdr: x.cw.hdr, body: cb[:0], fields: fields[:0]}
+	x.capture = capture{hdr: x.capture.hdr, body: cb[:0], fields: fields[:0]}
 	exchanges.Put(x)
 }
 
-// execute is the Store's work for the leading request: the handler, run on
-// the Store's context with a writer that holds the response until the Store
-// has decided.
-func (x *exchange) execute(ctx context.Context) ([]byte, error) {
+// runHandler is the Store's work for the leading request: the handler, run
+// on the Store's context with a writer that holds the response until the
+// Store has decided.
+func (x *exchange) runHandler(ctx context.Context) ([]byte, error) {
 	x.mu.Lock()
 	if x.state == abandoned {
 		x.mu.Unlock()
@@ -99,11 +99,11 @@ func (x *exchange) execute(ctx context.Context) ([]byte, error) {
 	x.state = running
 	x.mu.Unlock()
 	defer x.handlerReturned()
-	x.cw.reset(x.w, &x.h.c)
+	x.capture.reset(x.w, &x.h.c)
 	r := x.r.WithContext(ctx)
 	r.Body = x.body.reader()
-	x.next(&x.cw, r)
-	return x.cw.finish(x.h.c.keep)
+	x.next(&x.capture, r)
+	return x.capture.finish(x.h.c.keep)
 }
 
 func (x *exchange) handlerReturned() {
@@ -118,7 +118,7 @@ func (x *exchange) handlerReturned() {
 // settle is called once Do has returned. It reports whether this request
 // led the execution (its handler ran), after waiting for a handler that
 // still runs. early says that the request ended, so Do may have returned
-// before the Store called run: a handler that has not started then never
+// before the Store called work: a handler that has not started then never
 // will, and x stays the Store's (free leaves it alone).
 func (x *exchange) settle(early bool) (led bool) {
 	x.mu.Lock()

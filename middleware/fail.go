@@ -111,7 +111,7 @@ func clientText(err error) string {
 // fingerprintProblem classifies an error of Builder.RequestBody.
 func fingerprintProblem(err error) problemKind {
 	switch {
-	case errors.Is(err, fingerprint.ErrTooLarge):
+	case errors.Is(err, fingerprint.ErrBodyTooLarge):
 		return problemBodyTooLarge
 	case errors.Is(err, fingerprint.ErrInvalidJSON), errors.Is(err, fingerprint.ErrDuplicateMember),
 		errors.Is(err, fingerprint.ErrAmbiguousMember),
@@ -119,7 +119,7 @@ func fingerprintProblem(err error) problemKind {
 		errors.Is(err, fingerprint.ErrTooDeep):
 		return problemBodyInvalid
 	}
-	return problemFailed // ErrInvalidPath: a misconfigured Builder
+	return problemFailed // none other is expected: a server error rather than blame the client
 }
 
 // storeProblem classifies an error of Store.Do that came without a
@@ -141,7 +141,7 @@ func storeProblem(err error) problemKind {
 		return problemFailed
 	case errors.Is(err, tiered.ErrPending):
 		return problemPending
-	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, tiered.ErrClosed):
+	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, idem.ErrClosed):
 		return problemUnavailable
 	}
 	return problemFailed

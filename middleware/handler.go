@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/idemkit/idem"
@@ -19,33 +20,51 @@ type Handler struct {
 }
 
 // NewHandler returns the core configured by opts over the defaults listed on
-// each option. It panics when store is nil, as http.Handle does for a nil
-// handler: that is a wiring mistake, not a run-time condition.
-func NewHandler(store *tiered.Store, opts ...Option) *Handler {
-	if store == nil {
-		panic("middleware: nil store")
-	}
+// each option. A nil store and options given nonsense make it fail with one
+// error that names each fault and wraps idem.ErrConfig.
+func NewHandler(store *tiered.Store, opts ...Option) (*Handler, error) {
 	c := defaults()
+	var errs []error
+	if store == nil {
+		errs = append(errs, errors.New("nil store"))
+	}
 	for _, o := range opts {
-		if o != nil {
-			o(&c)
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if c.fp == nil {
-		c.fp = fingerprint.New()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: middleware: %w", idem.ErrConfig, err)
 	}
-	return &Handler{store: store, c: c}
+	if c.fp == nil {
+		fp, err := fingerprint.New() // the defaults: it cannot fail
+		if err != nil {
+			return nil, fmt.Errorf("%w: middleware: the default fingerprint: %w", idem.ErrConfig, err)
+		}
+		c.fp = fp
+	}
+	return &Handler{store: store, c: c}, nil
 }
 
 // New returns net/http middleware that executes each guarded request once
 // per key (see the package documentation). It is chi middleware as it is:
-// router.Use(middleware.New(store)). It panics when store is nil.
-func New(store *tiered.Store, opts ...Option) func(http.Handler) http.Handler {
-	h := NewHandler(store, opts...)
-	return func(next http.Handler) http.Handler {
-		serve := next.ServeHTTP
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Serve(w, r, serve) })
+// router.Use(mw) with mw, err := middleware.New(store). Its errors are
+// NewHandler's.
+func New(store *tiered.Store, opts ...Option) (func(http.Handler) http.Handler, error) {
+	h, err := NewHandler(store, opts...)
+	if err != nil {
+		return nil, err
 	}
+	return h.wrap, nil
+}
+
+// wrap puts h in front of next: the net/http middleware New returns.
+func (h *Handler) wrap(next http.Handler) http.Handler {
+	serve := next.ServeHTTP
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Serve(w, r, serve) })
 }
 
 // Serve handles one request: it passes it to next untouched, runs next once
@@ -65,7 +84,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 	}
 	var clientKey string
 	if vals := r.Header[h.c.keyHeader]; len(vals) > 0 {
-		k, err := ParseKey(vals)
+		k, err := ParseKeyHeader(vals)
 		if err != nil {
 			h.fail(w, r, problemKeyMalformed, err)
 			return
@@ -102,7 +121,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 	if h.c.scope != nil {
 		scope = h.c.scope(r)
 	}
-	h.execute(x, idem.NewKey(scope, clientKey), fp)
+	h.runOnce(x, idem.NewKey(scope, clientKey), fp)
 }
 
 func (h *Handler) guards(method string) bool {
@@ -114,8 +133,9 @@ func (h *Handler) guards(method string) bool {
 	return false
 }
 
-// execute runs the request through the Store. Only the function of the
-// request that starts the execution runs (the leader): it calls next with a
+// runOnce runs the request through the Store, once per key. Only the work
+// of the request that starts the execution runs (the leader): it calls next
+// with a
 // writer that holds the response until the Store has decided, and the
 // leader then sends it — or, when the Store could not keep it, a problem in
 // its place. Every other request gets the stored response, or a problem.
@@ -123,10 +143,10 @@ func (h *Handler) guards(method string) bool {
 // request ends, as it does for an owner on another instance, while the work
 // goes on detached. A leader whose handler runs is waited for: nothing
 // touches w, r or the framework's context once Serve is gone.
-func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
+func (h *Handler) runOnce(x *exchange, key idem.Key, fp string) {
 	w, r := x.w, x.r
 	for {
-		res, err := h.store.Do(r.Context(), key, fp, x.run)
+		res, err := h.store.Do(r.Context(), key, fp, x.work)
 		if x.settle(r.Context().Err() != nil) {
 			h.answerLeader(x, err)
 			return
@@ -156,14 +176,14 @@ func (h *Handler) execute(x *exchange, key idem.Key, fp string) {
 func (h *Handler) answerLeader(x *exchange, err error) {
 	w, r := x.w, x.r
 	if pe := panicOf(err); pe != nil {
-		if x.cw.started() || pe.Value == http.ErrAbortHandler {
-			abort(w, x.cw.hijacked)
+		if x.capture.started() || pe.Value == http.ErrAbortHandler {
+			abort(w, x.capture.hijacked)
 		}
 		h.fail(w, r, problemFailed, err)
 		return
 	}
-	if x.cw.started() || err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable) {
-		x.cw.send()
+	if x.capture.started() || err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable) {
+		x.capture.send()
 		return
 	}
 	// The handler ran, but the Store has not kept its response (it could

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,13 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/fingerprint"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
 func newTestStore(t *testing.T) *tiered.Store {
 	t.Helper()
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	s, err := tiered.New(tiered.WithSQL(must.Get(memlayer.New())(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +29,7 @@ func newTestStore(t *testing.T) *tiered.Store {
 
 // A request without a key costs nothing but the header lookup.
 func TestPassThroughAllocatesNothing(t *testing.T) {
-	h := New(newTestStore(t))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	rec := httptest.NewRecorder()
 	for _, method := range []string{http.MethodPost, http.MethodGet} {
 		req := httptest.NewRequest(method, "/pay", strings.NewReader(`{"amount":1}`))
@@ -47,7 +51,7 @@ func problemOf(t *testing.T, rec *httptest.ResponseRecorder) Problem {
 // A tombstone is 409 when stored; the requests that shared an execution the
 // policy released see the failure's own status instead.
 func TestReplayTombstone(t *testing.T) {
-	h := NewHandler(newTestStore(t), WithReplayMarker("Idempotent-Replayed"))
+	h := must.Get(NewHandler(newTestStore(t), WithReplayMarker("Idempotent-Replayed")))(t)
 	for _, c := range []struct {
 		name     string
 		val      []byte
@@ -78,7 +82,7 @@ func TestReplayTombstone(t *testing.T) {
 // A replay repeats only what the current allow-list allows, and a damaged
 // record is a 500, never a guess.
 func TestReplayFiltersAndRejects(t *testing.T) {
-	h := NewHandler(newTestStore(t), WithReplayHeaders("Location"))
+	h := must.Get(NewHandler(newTestStore(t), WithReplayHeaders("Location")))(t)
 	rec := httptest.NewRecorder()
 	val := encode(201, 0, []string{"Content-Type", "text/plain", "Location", "/p/1", "Set-Cookie", "s=1"}, []byte("ok"))
 	h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), val, false)
@@ -99,7 +103,7 @@ func TestReplayFiltersAndRejects(t *testing.T) {
 // A handler that panics before writing leaves no half-built headers on the
 // 500 problem the client gets.
 func TestPanicDropsHandlerHeaders(t *testing.T) {
-	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/p/1")
 		w.Header().Set("Set-Cookie", "s=1")
 		panic("boom")
@@ -122,7 +126,7 @@ func TestPanicDropsHandlerHeaders(t *testing.T) {
 // still held, answers a clean 500: nothing of the half-built response went
 // out.
 func TestPanicInHeldResponse(t *testing.T) {
-	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/p/1")
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"half":`)
@@ -141,7 +145,7 @@ func TestPanicInHeldResponse(t *testing.T) {
 // connection: net/http's http.ErrAbortHandler, never a whole-looking
 // response.
 func TestLatePanicAborts(t *testing.T) {
-	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
 		panic("boom")
@@ -156,18 +160,39 @@ func TestLatePanicAborts(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), req)
 }
 
-// Options never accept nonsense: bad values keep the defaults.
-func TestOptionsKeepDefaults(t *testing.T) {
-	h := NewHandler(newTestStore(t), WithKeyHeader("bad header"), WithBodyLimit(-1), WithResponseLimit(0),
+// Options given nonsense are an error from NewHandler that names each of
+// them; nothing silently keeps a default any more.
+func TestOptionsRefuseNonsense(t *testing.T) {
+	_, err := NewHandler(nil, WithKeyHeader("bad header"), WithBodyLimit(-1), WithResponseLimit(-1),
 		WithKeep(nil), WithErrorWriter(nil), WithFingerprint(nil), WithReplayMarker("bad marker"),
-		WithStatuses(Statuses{InFlight: 99, Mismatch: 409}), WithReplayHeaders("set-cookie", "location", "Location", "bad name"),
-		WithRetryAfter(1500*time.Millisecond, 0))
+		WithStatuses(Statuses{InFlight: 99, Mismatch: 409, Failed: 600}), WithReplayHeaders("location", "bad name"),
+		WithRetryAfter(1500*time.Millisecond, 0), WithMethods("POST", ""))
+	if !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("NewHandler with nonsense: %v, want ErrConfig", err)
+	}
+	for _, name := range []string{"nil store", "WithKeyHeader", "WithBodyLimit", "WithResponseLimit", "WithKeep",
+		"WithErrorWriter", "WithFingerprint", "WithReplayMarker", "InFlight 99", "Failed 600", "WithReplayHeaders",
+		"WithRetryAfter", "WithMethods"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+	if strings.Contains(err.Error(), "Mismatch") {
+		t.Errorf("the error names a valid status: %v", err)
+	}
+}
+
+// Valid settings are taken as given: a zero Statuses field keeps its
+// default, never-stored headers are dropped, Retry-After rounds up.
+func TestOptionsTakeValidSettings(t *testing.T) {
+	h := must.Get(NewHandler(newTestStore(t), WithKeyHeader("x-request-key"), WithReplayMarker("idempotent-replayed"),
+		WithStatuses(Statuses{Mismatch: 409}), WithReplayHeaders("set-cookie", "location", "Location"),
+		WithRetryAfter(1500*time.Millisecond, time.Millisecond), WithBodyLimit(0), WithResponseLimit(0)))(t)
 	c := h.c
-	if c.keyHeader != DefaultKeyHeader || c.bodyLimit != DefaultBodyLimit || c.respLimit != DefaultResponseLimit ||
-		c.keep == nil || c.errWriter == nil || c.fp == nil || c.marker != "" {
+	if c.keyHeader != "X-Request-Key" || c.marker != "Idempotent-Replayed" || c.bodyLimit != 0 || c.responseLimit != 0 {
 		t.Fatalf("config %+v", c)
 	}
-	if c.statuses.InFlight != 409 || c.statuses.Mismatch != 409 || c.statuses.Unavailable != 503 {
+	if c.statuses.Mismatch != 409 || c.statuses.InFlight != 409 || c.statuses.Unavailable != 503 {
 		t.Fatalf("statuses %+v", c.statuses)
 	}
 	if len(c.replay) != 1 || c.replay[0] != "Location" {
@@ -178,10 +203,40 @@ func TestOptionsKeepDefaults(t *testing.T) {
 	}
 }
 
+// WithBodyLimit(0) and WithResponseLimit(0) are no limit of the
+// middleware's own: a body and a response over the defaults are read,
+// kept and replayed whole.
+func TestZeroLimitsAreNone(t *testing.T) {
+	big := strings.Repeat("x", DefaultBodyLimit+DefaultResponseLimit)
+	runs := 0
+	h := must.Get(New(newTestStore(t), WithBodyLimit(0), WithResponseLimit(0),
+		WithFingerprint(must.Get(fingerprint.New(fingerprint.WithMaxBytes(0)))(t))))(t)(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs++
+			b, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, string(b))
+			_, _ = io.WriteString(w, string(b)) // twice the body: over the response default too
+		}))
+	for i := range 2 {
+		req := httptest.NewRequest(http.MethodPost, "/big", strings.NewReader(big))
+		req.Header.Set("Content-Type", "text/plain")
+		req.Header.Set("Idempotency-Key", "big")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || rec.Body.Len() != 2*len(big) {
+			t.Fatalf("request %d: %d, %d bytes", i, rec.Code, rec.Body.Len())
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("the handler ran %d times", runs)
+	}
+}
+
 // The details of problems about the client's input read as sentences for
 // the client: no Go package prefixes.
 func TestProblemDetailsForClients(t *testing.T) {
-	h := New(newTestStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	for _, c := range []struct {

@@ -10,7 +10,8 @@ import (
 // quoted key is unquoted.
 const MaxKeyLen = 255
 
-// Errors of ParseKey, checked with errors.Is. Both are answered with 400.
+// Errors of ParseKeyHeader, checked with errors.Is. Both are answered with
+// 400.
 var (
 	// ErrNoKey reports a request without the key header.
 	ErrNoKey = errors.New("middleware: no idempotency key")
@@ -20,8 +21,8 @@ var (
 	ErrMalformedKey = errors.New("middleware: malformed idempotency key")
 )
 
-// ParseKey returns the client key carried by the values of the key header
-// (r.Header["Idempotency-Key"]).
+// ParseKeyHeader returns the client key carried by the values of the key
+// header (r.Header["Idempotency-Key"]).
 //
 // A key is 1 to MaxKeyLen bytes of printable ASCII (0x20–0x7E), sent on one
 // header line, either bare (abc) or as an RFC 8941 string ("abc", where \"
@@ -36,8 +37,8 @@ var (
 //
 // No value gives ErrNoKey; everything else that is not one key gives an
 // error wrapping ErrMalformedKey, whose text names the fault but never
-// repeats the key. ParseKey allocates only to unescape a quoted key.
-func ParseKey(values []string) (string, error) {
+// repeats the key. ParseKeyHeader allocates only to unescape a quoted key.
+func ParseKeyHeader(values []string) (string, error) {
 	switch len(values) {
 	case 0:
 		return "", ErrNoKey

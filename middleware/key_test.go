@@ -8,7 +8,7 @@ import (
 	"github.com/idemkit/idem/middleware"
 )
 
-func TestParseKey(t *testing.T) {
+func TestParseKeyHeader(t *testing.T) {
 	long := strings.Repeat("k", middleware.MaxKeyLen)
 	for _, c := range []struct {
 		name   string
@@ -54,12 +54,12 @@ func TestParseKey(t *testing.T) {
 		{"list", []string{`"a", "b"`}, "", middleware.ErrMalformedKey},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := middleware.ParseKey(c.values)
+			got, err := middleware.ParseKeyHeader(c.values)
 			if !errors.Is(err, c.err) || (err == nil) != (c.err == nil) {
-				t.Fatalf("ParseKey(%q) error %v, want %v", c.values, err, c.err)
+				t.Fatalf("ParseKeyHeader(%q) error %v, want %v", c.values, err, c.err)
 			}
 			if got != c.want {
-				t.Fatalf("ParseKey(%q) = %q, want %q", c.values, got, c.want)
+				t.Fatalf("ParseKeyHeader(%q) = %q, want %q", c.values, got, c.want)
 			}
 			if err != nil && len(c.values) == 1 && len(c.values[0]) > 3 && strings.Contains(err.Error(), c.values[0]) {
 				t.Fatalf("error %q repeats the key", err)
@@ -68,12 +68,12 @@ func TestParseKey(t *testing.T) {
 	}
 }
 
-func TestParseKeyAllocs(t *testing.T) {
+func TestParseKeyHeaderAllocs(t *testing.T) {
 	bare := []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}
 	quoted := []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`}
 	for _, v := range [][]string{bare, quoted} {
-		if n := testing.AllocsPerRun(100, func() { _, _ = middleware.ParseKey(v) }); n != 0 {
-			t.Errorf("ParseKey(%q) allocates %v times", v, n)
+		if n := testing.AllocsPerRun(100, func() { _, _ = middleware.ParseKeyHeader(v) }); n != 0 {
+			t.Errorf("ParseKeyHeader(%q) allocates %v times", v, n)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -41,36 +43,38 @@ func DefaultKeep(status int) bool {
 	return status >= 200 && status < 500
 }
 
-// Option configures a Handler. Options apply in order over the defaults.
-type Option func(*config)
+// Option configures a Handler. Options apply in order over the defaults;
+// an option given nonsense makes NewHandler (and New, and the adapters)
+// fail.
+type Option func(*config) error
 
 type config struct {
-	keyHeader  string
-	require    bool
-	derive     bool
-	methods    []string
-	scope      func(*http.Request) string
-	fp         *fingerprint.Builder
-	bodyLimit  int64
-	respLimit  int
-	keep       func(status int) bool
-	replay     []string // canonical names, storable only
-	marker     string   // canonical name, "" when off
-	errWriter  ErrorWriter
-	statuses   Statuses
-	retryAfter [2]string // in flight, unavailable: whole seconds
+	keyHeader     string
+	require       bool
+	derive        bool
+	methods       []string
+	scope         func(*http.Request) string
+	fp            *fingerprint.Builder
+	bodyLimit     int64
+	responseLimit int
+	keep          func(status int) bool
+	replay        []string // canonical names, storable only
+	marker        string   // canonical name, "" when off
+	errWriter     ErrorWriter
+	statuses      Statuses
+	retryAfter    [2]string // in flight, unavailable: whole seconds
 }
 
 func defaults() config {
 	return config{
-		keyHeader: DefaultKeyHeader,
-		methods:   DefaultMethods(),
-		bodyLimit: DefaultBodyLimit,
-		respLimit: DefaultResponseLimit,
-		keep:      DefaultKeep,
-		replay:    replayNames(DefaultReplayHeaders()),
-		errWriter: WriteProblem,
-		statuses:  DefaultStatuses(),
+		keyHeader:     DefaultKeyHeader,
+		methods:       DefaultMethods(),
+		bodyLimit:     DefaultBodyLimit,
+		responseLimit: DefaultResponseLimit,
+		keep:          DefaultKeep,
+		replay:        replayNames(DefaultReplayHeaders()),
+		errWriter:     WriteProblem,
+		statuses:      DefaultStatuses(),
 		retryAfter: [2]string{
 			seconds(DefaultRetryAfterInFlight),
 			seconds(DefaultRetryAfterUnavailable),
@@ -79,135 +83,196 @@ func defaults() config {
 }
 
 // WithKeyHeader sets the header that carries the client key. Default
-// DefaultKeyHeader ("Idempotency-Key"). An empty or invalid name keeps the
-// default.
+// DefaultKeyHeader ("Idempotency-Key"). An empty or invalid header name is
+// an error.
 func WithKeyHeader(name string) Option {
-	return func(c *config) {
-		if validToken(name) {
-			c.keyHeader = textproto.CanonicalMIMEHeaderKey(name)
+	return func(c *config) error {
+		if !validToken(name) {
+			return fmt.Errorf("WithKeyHeader(%q): not a header name", name)
 		}
+		c.keyHeader = textproto.CanonicalMIMEHeaderKey(name)
+		return nil
 	}
 }
 
 // WithRequire makes the key mandatory on guarded methods: a request without
 // one is answered 400 (ProblemKeyMissing). Default off: such a request
 // passes through untouched. WithDerivedKey takes precedence.
-func WithRequire(on bool) Option { return func(c *config) { c.require = on } }
+func WithRequire(on bool) Option { return func(c *config) error { c.require = on; return nil } }
 
 // WithDerivedKey makes the server derive a key from the fingerprint when the
 // client sent none, so that identical requests (same method, route, query
 // and meaningful body, within the scope) are executed once per retention
 // period. Default off. Use it only where two identical requests can never
 // be meant as two operations; a derived key never equals a client key.
-func WithDerivedKey(on bool) Option { return func(c *config) { c.derive = on } }
+func WithDerivedKey(on bool) Option { return func(c *config) error { c.derive = on; return nil } }
 
 // WithMethods sets the guarded methods, compared exactly. Default
 // DefaultMethods (POST, PATCH). Requests with other methods pass through
-// untouched, key or not. No methods means none is guarded.
+// untouched, key or not. No methods means none is guarded; a name that is
+// not an HTTP method token ("" included) is an error.
 func WithMethods(methods ...string) Option {
-	return func(c *config) { c.methods = append([]string(nil), methods...) }
+	return func(c *config) error {
+		for _, m := range methods {
+			if !validToken(m) {
+				return fmt.Errorf("WithMethods: %q is not a method name", m)
+			}
+		}
+		c.methods = append([]string(nil), methods...)
+		return nil
+	}
 }
 
 // WithScope sets the function that names the scope of a request (tenant,
 // account, user), which becomes part of the key: the same client key in two
-// scopes names two operations. Default none: one scope for everybody. It
-// runs after the earlier middleware, so it can read what authentication
-// put in the request's context.
+// scopes names two operations. Default none, and nil is none: one scope
+// for everybody. It runs after the earlier middleware, so it can read what
+// authentication put in the request's context.
 func WithScope(scope func(r *http.Request) string) Option {
-	return func(c *config) { c.scope = scope }
+	return func(c *config) error { c.scope = scope; return nil }
 }
 
 // WithFingerprint sets the Builder that decides what "the same request"
 // means. Default fingerprint.New(): method, escaped URL path, query and the
-// body (canonical JSON without the default noisy fields). A nil Builder
-// keeps the default.
+// body (canonical JSON without the default noisy fields). nil is an error:
+// every request needs a fingerprint (leave the option out for the
+// default).
 func WithFingerprint(b *fingerprint.Builder) Option {
-	return func(c *config) {
-		if b != nil {
-			c.fp = b
+	return func(c *config) error {
+		if b == nil {
+			return errors.New("WithFingerprint(nil): leave the option out for the default Builder")
 		}
+		c.fp = b
+		return nil
 	}
 }
 
 // WithBodyLimit sets the largest request body read, in bytes. Default
 // DefaultBodyLimit (1 MiB). A larger body (by Content-Length, or once read)
-// is answered 413 before any claim, so nothing is stored. n <= 0 keeps the
-// default. The whole body is held in memory while the request runs.
+// is answered 413 before any claim, so nothing is stored. The whole body is
+// held in memory while the request runs. 0 means no limit of the
+// middleware's own: the fingerprint Builder's WithMaxBytes (16 MiB by
+// default, also answered 413) then bounds it, and a body of up to that size
+// is held in memory per request. A negative n is an error.
 func WithBodyLimit(n int64) Option {
-	return func(c *config) {
-		if n > 0 {
-			c.bodyLimit = n
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("WithBodyLimit(%d): negative (0 means no limit)", n)
 		}
+		c.bodyLimit = n
+		return nil
 	}
 }
 
 // WithResponseLimit sets the largest response body stored, in bytes.
 // Default DefaultResponseLimit (1 MiB). A larger response is sent in full
 // but stored as a tombstone (ProblemNotReplayable). Keep it below what the
-// store's layers accept. n <= 0 keeps the default.
+// store's layers accept: a response they refuse is not replayable either.
+// 0 means no limit of the middleware's own: every response is held in
+// memory until the Store has decided, whatever its size, and the layers'
+// limits decide what is kept. A negative n is an error.
 func WithResponseLimit(n int) Option {
-	return func(c *config) {
-		if n > 0 {
-			c.respLimit = n
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("WithResponseLimit(%d): negative (0 means no limit)", n)
 		}
+		c.responseLimit = n
+		return nil
 	}
 }
 
 // WithKeep sets the policy that decides by status whether a response is
 // stored (true) or the key released so that a retry runs the handler again
 // (false). Default DefaultKeep. A panic always releases; a hijacked
-// connection is always kept. nil keeps the default.
+// connection is always kept. nil is an error (leave the option out for the
+// default).
 func WithKeep(keep func(status int) bool) Option {
-	return func(c *config) {
-		if keep != nil {
-			c.keep = keep
+	return func(c *config) error {
+		if keep == nil {
+			return errors.New("WithKeep(nil): leave the option out for DefaultKeep")
 		}
+		c.keep = keep
+		return nil
 	}
 }
 
 // WithReplayHeaders replaces the response headers that are stored and
-// replayed. Default DefaultReplayHeaders. Set-Cookie, Authorization,
-// WWW-Authenticate, Proxy-Authenticate, Content-Length and the hop-by-hop
-// headers are never stored, even when named; invalid names are ignored.
+// replayed. Default DefaultReplayHeaders. No names means none is replayed.
+// Set-Cookie, Authorization, WWW-Authenticate, Proxy-Authenticate,
+// Content-Length and the hop-by-hop headers are never stored, even when
+// named; a name that is not a header name is an error.
 func WithReplayHeaders(names ...string) Option {
-	return func(c *config) { c.replay = replayNames(names) }
+	return func(c *config) error {
+		for _, n := range names {
+			if !validToken(n) {
+				return fmt.Errorf("WithReplayHeaders: %q is not a header name", n)
+			}
+		}
+		c.replay = replayNames(names)
+		return nil
+	}
 }
 
 // WithReplayMarker makes replays carry the header name with the value
 // "true", so that clients can tell a replay from a first execution. Default
-// off: the draft standard leaves replays unmarked. "" turns it off.
+// off: the draft standard leaves replays unmarked. "" turns it off; a name
+// that is not a header name is an error.
 func WithReplayMarker(name string) Option {
-	return func(c *config) {
-		c.marker = ""
-		if validToken(name) {
+	return func(c *config) error {
+		switch {
+		case name == "":
+			c.marker = ""
+		case !validToken(name):
+			return fmt.Errorf("WithReplayMarker(%q): not a header name", name)
+		default:
 			c.marker = textproto.CanonicalMIMEHeaderKey(name)
 		}
+		return nil
 	}
 }
 
 // WithErrorWriter sets how problems are written. Default WriteProblem
-// (RFC 9457 application/problem+json). nil keeps the default.
+// (RFC 9457 application/problem+json). nil is an error (leave the option
+// out for the default).
 func WithErrorWriter(w ErrorWriter) Option {
-	return func(c *config) {
-		if w != nil {
-			c.errWriter = w
+	return func(c *config) error {
+		if w == nil {
+			return errors.New("WithErrorWriter(nil): leave the option out for WriteProblem")
 		}
+		c.errWriter = w
+		return nil
 	}
 }
 
 // WithStatuses sets the status codes of the middleware's own answers. A zero
-// field keeps its default (DefaultStatuses).
+// field keeps its default (DefaultStatuses): the one setting where zero
+// means "the default", as usual for a struct of settings in Go, so that a
+// caller names only the codes it changes. A field outside 200–599 is an
+// error.
 func WithStatuses(s Statuses) Option {
-	return func(c *config) { c.statuses = s.merge(c.statuses) }
+	return func(c *config) error {
+		if err := s.validate(); err != nil {
+			return err
+		}
+		c.statuses = s.merge(c.statuses)
+		return nil
+	}
 }
 
 // WithRetryAfter sets the Retry-After of ProblemInFlight and of
-// ProblemUnavailable, rounded up to whole seconds (at least 1). Defaults
+// ProblemUnavailable, rounded up to whole seconds. Defaults
 // DefaultRetryAfterInFlight (1 s) and DefaultRetryAfterUnavailable (5 s).
-// How long a duplicate waits for the request in flight before
-// ProblemInFlight is the Store's setting (tiered.WithWait, default 10 s).
+// Neither can be zero: 0 or a negative duration is an error. How long a
+// duplicate waits for the request in flight before ProblemInFlight is the
+// Store's setting (tiered.WithWait, default 10 s).
 func WithRetryAfter(inFlight, unavailable time.Duration) Option {
-	return func(c *config) { c.retryAfter = [2]string{seconds(inFlight), seconds(unavailable)} }
+	return func(c *config) error {
+		if inFlight <= 0 || unavailable <= 0 {
+			return fmt.Errorf("WithRetryAfter(%v, %v): both must be positive", inFlight, unavailable)
+		}
+		c.retryAfter = [2]string{seconds(inFlight), seconds(unavailable)}
+		return nil
+	}
 }
 
 func seconds(d time.Duration) string {

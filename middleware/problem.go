@@ -2,8 +2,11 @@ package middleware
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Problem types: the "type" member of every problem the middleware writes.
@@ -13,7 +16,7 @@ const (
 	// has none. Default status 400.
 	ProblemKeyMissing = problemBase + "ProblemKeyMissing"
 	// ProblemKeyMalformed: the key header is not one well-formed key (see
-	// ParseKey). Default status 400.
+	// ParseKeyHeader). Default status 400.
 	ProblemKeyMalformed = problemBase + "ProblemKeyMalformed"
 	// ProblemBodyInvalid: the body cannot be read or the fingerprint
 	// rejects it (broken JSON, duplicate members, …). Default status 400.
@@ -85,7 +88,8 @@ func WriteProblem(w http.ResponseWriter, _ *http.Request, p Problem) {
 }
 
 // Statuses are the status codes of the answers the middleware gives itself.
-// A zero field, or one outside 100–599, keeps its default.
+// A zero field keeps its default (see WithStatuses); any other must be in
+// 200–599.
 type Statuses struct {
 	KeyMissing    int // no key and WithRequire: 400
 	KeyMalformed  int // a malformed key: 400
@@ -108,12 +112,31 @@ func DefaultStatuses() Statuses {
 	return s
 }
 
-// merge returns s with every unusable field taken from d.
+// merge returns s with every zero field taken from d.
 func (s Statuses) merge(d Statuses) Statuses {
 	for i := range problems {
-		if v := problems[i].status(&s); *v < 100 || *v > 599 {
+		if v := problems[i].status(&s); *v == 0 {
 			*v = *problems[i].status(&d)
 		}
 	}
 	return s
+}
+
+// validate reports each field of s that is neither zero nor a status of
+// 200–599, by its name.
+func (s Statuses) validate() error {
+	var errs []error
+	seen := map[*int]bool{}
+	for i := range problems {
+		v := problems[i].status(&s)
+		if seen[v] {
+			continue // two problems share the field
+		}
+		seen[v] = true
+		if *v != 0 && (*v < 200 || *v > 599) {
+			name := strings.TrimPrefix(problems[i].typ, problemBase+"Problem")
+			errs = append(errs, fmt.Errorf("WithStatuses: %s %d is not a status of 200–599 (0 keeps the default)", name, *v))
+		}
+	}
+	return errors.Join(errs...)
 }

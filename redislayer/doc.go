@@ -133,10 +133,12 @@
 //
 // # Timeouts and errors
 //
-// Every call is bounded by WithTimeout (default 250 ms) through a context
-// deadline (a caller's earlier deadline is kept); a dead, paused or unreachable Redis gives idem.ErrUnavailable,
-// wrapping the driver's error, within that time, provided the client honours
-// context deadlines (ContextTimeoutEnabled: true in its options). The
+// Every call is bounded by WithTimeout (default 250 ms; 0 leaves it to the
+// caller's context and the client's own timeouts) through a context
+// deadline (a caller's earlier deadline is kept); a dead, paused or
+// unreachable Redis gives idem.ErrUnavailable, wrapping the driver's error,
+// within that time, provided the client honours context deadlines
+// (ContextTimeoutEnabled: true in its options). The
 // caller's own cancellation or deadline is returned as the caller's
 // context.Canceled or context.DeadlineExceeded. The zero key gives
 // idem.ErrInvalidKey; a result over WithMaxResult (default 8 MiB) gives

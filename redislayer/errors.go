@@ -11,10 +11,6 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// ErrClosed reports a Wait on a closed Layer (or one ended by Close). It is
-// always wrapped with idem.ErrUnavailable.
-var ErrClosed = errors.New("redislayer: layer closed")
-
 // commands are the commands the layer sends, itself and inside its scripts:
 // what an ACL must allow the client's user, on keys and channels under the
 // prefix.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -18,12 +19,15 @@ import (
 func Example() {
 	m, err := miniredis.Run()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer m.Close()
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
-	l := redislayer.New(client)
+	l, err := redislayer.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer l.Close()
 
 	ctx := context.Background()
@@ -53,7 +57,7 @@ func Example() {
 func ExampleLayer_Wait() {
 	m, err := miniredis.Run()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer m.Close()
 	ctx := context.Background()
@@ -61,11 +65,17 @@ func ExampleLayer_Wait() {
 
 	ownerClient := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer ownerClient.Close()
-	owner := redislayer.New(ownerClient)
+	owner, err := redislayer.New(ownerClient)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer owner.Close()
 	waiterClient := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer waiterClient.Close()
-	waiter := redislayer.New(waiterClient)
+	waiter, err := redislayer.New(waiterClient)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer waiter.Close()
 
 	rec, _, _ := owner.Reserve(ctx, key, "fp", 30*time.Second, 24*time.Hour)
@@ -87,12 +97,15 @@ func ExampleLayer_Wait() {
 func ExampleLayer_Fill() {
 	m, err := miniredis.Run()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer m.Close()
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
-	l := redislayer.New(client)
+	l, err := redislayer.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer l.Close()
 
 	ctx := context.Background()
@@ -115,13 +128,16 @@ func ExampleNew() {
 		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	l := redislayer.New(client,
+	l, err := redislayer.New(client,
 		redislayer.WithPrefix("shop:idem:"),
 		redislayer.WithTimeout(100*time.Millisecond),
 	)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer l.Close()
 
-	_, _, err := l.Reserve(context.Background(), idem.NewKey("tenant-1", "order-10"), "fp", 30*time.Second, 24*time.Hour)
+	_, _, err = l.Reserve(context.Background(), idem.NewKey("tenant-1", "order-10"), "fp", 30*time.Second, 24*time.Hour)
 	if errors.Is(err, idem.ErrUnavailable) {
 		fmt.Println("Redis is down: let SQL decide")
 	}
@@ -135,6 +151,9 @@ func ExampleNew_cluster() {
 		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	l := redislayer.New(client)
+	l, err := redislayer.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer l.Close()
 }

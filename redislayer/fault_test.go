@@ -218,10 +218,10 @@ func TestFaultCloseEndsWait(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-got; !errors.Is(err, idem.ErrUnavailable) || !errors.Is(err, redislayer.ErrClosed) {
+	if err := <-got; !errors.Is(err, idem.ErrUnavailable) || !errors.Is(err, idem.ErrClosed) {
 		t.Fatalf("Wait ended by Close: %v, want ErrUnavailable and ErrClosed", err)
 	}
-	if _, err := w.Wait(t.Context(), k); !errors.Is(err, redislayer.ErrClosed) {
+	if _, err := w.Wait(t.Context(), k); !errors.Is(err, idem.ErrClosed) {
 		t.Fatalf("Wait after Close: %v, want ErrClosed", err)
 	}
 }

@@ -40,8 +40,8 @@ func (l *Layer) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) er
 	ms := millis(ttl)
 	// The mark of a completed record is its retention (see value.go).
 	v := encode(stateCompleted, rec.Token, ms, 0, clock.Now().UnixMilli()+ms, rec.Fingerprint, rec.Result)
-	c, cancel := l.bound(ctx)
-	err := fillScript.Run(c, l.client, []string{l.name(rec.Key)}, v, ms).Err()
+	callCtx, cancel := l.bound(ctx)
+	err := fillScript.Run(callCtx, l.client, []string{l.name(rec.Key)}, v, ms).Err()
 	cancel()
 	if err != nil {
 		return l.fail(ctx, "fill", err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
 )
 
 // Timing of the subscription goroutine.
@@ -91,7 +93,7 @@ func (h *hub) acquire(ctx context.Context, channel string) (*watch, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, ErrClosed
+		return nil, idem.ErrClosed
 	}
 	w := h.watches[channel]
 	if w == nil {
@@ -111,7 +113,7 @@ func (h *hub) acquire(ctx context.Context, channel string) (*watch, error) {
 		closed := h.closed
 		h.mu.Unlock()
 		if closed {
-			return w, ErrClosed
+			return w, idem.ErrClosed
 		}
 		return w, nil
 	}

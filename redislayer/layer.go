@@ -2,7 +2,8 @@ package redislayer
 
 import (
 	"context"
-	"strings"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,8 +62,10 @@ type Layer struct {
 	scriptOnly atomic.Bool
 }
 
-// New returns a Layer over client. The client stays the caller's: Close does
-// not close it, and the caller closes it after the layer.
+// New returns a Layer over client, configured by opts over the defaults.
+// The client stays the caller's: Close does not close it, and the caller
+// closes it after the layer. A nil client, or options given nonsense, make
+// New fail with an error that names each fault and wraps idem.ErrConfig.
 //
 // Each call is bounded by WithTimeout through a context deadline. go-redis
 // honours a context's deadline on socket reads and writes only when the
@@ -70,20 +73,26 @@ type Layer struct {
 // server holds a call for the client's ReadTimeout (5 s by default) instead.
 // Set ContextTimeoutEnabled: true, or ReadTimeout and WriteTimeout no longer
 // than the layer's timeout.
-func New(client Client, opts ...Option) *Layer {
-	if client == nil {
-		panic("redislayer: New with a nil client")
-	}
+func New(client Client, opts ...Option) (*Layer, error) {
 	l := &Layer{client: client, prefix: DefaultPrefix, timeout: DefaultTimeout, maxResult: DefaultMaxResult}
-	for _, o := range opts {
-		o(l)
+	var errs []error
+	if client == nil {
+		errs = append(errs, errors.New("nil client"))
 	}
-	if strings.ContainsAny(l.prefix, "{}") {
-		panic("redislayer: the key prefix must not contain '{' or '}'")
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(l); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: redislayer: %w", idem.ErrConfig, err)
 	}
 	l.hub = newHub(client)
 	l.pipes.New = func() any { return client.Pipeline() }
-	return l
+	return l, nil
 }
 
 // Close stops the layer's subscription goroutines and ends every Wait in
@@ -96,8 +105,12 @@ func (l *Layer) Close() error {
 }
 
 // bound returns ctx limited by the layer's per-call timeout. A caller's
-// deadline that comes first is kept as it is, at no cost.
+// deadline that comes first is kept as it is, at no cost, and so is ctx
+// when the layer has no timeout of its own.
 func (l *Layer) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout == 0 {
+		return ctx, func() {}
+	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= l.timeout {
 		return ctx, func() {}
 	}

@@ -1,8 +1,10 @@
 package redislayer_test
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +112,83 @@ func TestKeyShape(t *testing.T) {
 	}
 	if v, _ := m.Get(name); v[0] != '2' || v[24:39] != "000000000060000" || v[39:54] != strings.Repeat("0", 15) || v[69:] != "00002fpok" || m.TTL(name) != time.Minute {
 		t.Fatalf("completed: stored %q, TTL %v", v, m.TTL(name))
+	}
+}
+
+// Options given nonsense, and a nil client, are one error from New that
+// names each of them and wraps idem.ErrConfig.
+func TestNewValidates(t *testing.T) {
+	_, err := redislayer.New(nil,
+		redislayer.WithPrefix("a{b}:"),
+		redislayer.WithTimeout(-time.Second),
+		redislayer.WithMaxResult(-1),
+		redislayer.WithReserveOrder(idem.OrderOneStatement+1),
+	)
+	if !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("New with nonsense: %v, want ErrConfig", err)
+	}
+	for _, name := range []string{"nil client", "WithPrefix", "WithTimeout", "WithMaxResult", "WithReserveOrder"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+}
+
+// deadlines is a client that records whether the scripts it runs carry a
+// deadline.
+type deadlines struct {
+	redislayer.Client
+	mu   sync.Mutex
+	seen []bool
+}
+
+func (c *deadlines) saw(ctx context.Context) {
+	_, ok := ctx.Deadline()
+	c.mu.Lock()
+	c.seen = append(c.seen, ok)
+	c.mu.Unlock()
+}
+
+func (c *deadlines) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	c.saw(ctx)
+	return c.Client.EvalSha(ctx, sha1, keys, args...)
+}
+
+func (c *deadlines) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	c.saw(ctx)
+	return c.Client.Eval(ctx, script, keys, args...)
+}
+
+// WithTimeout(0) is no timeout of the layer's own: a call under a context
+// without a deadline gets none; by default it gets the layer's.
+func TestTimeoutZeroIsNone(t *testing.T) {
+	m := testenv.MiniRedis(t).Mini
+	for _, tc := range []struct {
+		name string
+		opts []redislayer.Option
+		want bool
+	}{
+		{"default", nil, true},
+		{"zero", []redislayer.Option{redislayer.WithTimeout(0)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = rc.Close() })
+			c := &deadlines{Client: rc}
+			l := newLayer(t, c, tc.opts...)
+			if _, err := l.Get(context.Background(), idem.NewKey("limits", "timeout")); !errors.Is(err, idem.ErrNotFound) {
+				t.Fatalf("Get: %v, want ErrNotFound", err)
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if len(c.seen) == 0 {
+				t.Fatal("Get ran no script")
+			}
+			for _, got := range c.seen {
+				if got != tc.want {
+					t.Fatalf("a script ran with a deadline: %v, want %v", got, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
 	"github.com/idemkit/idem/storetest"
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // ends (before c, whose cleanup was registered first).
 func newLayer(t testing.TB, c redislayer.Client, opts ...redislayer.Option) *redislayer.Layer {
 	t.Helper()
-	l := redislayer.New(c, opts...)
+	l := must.Get(redislayer.New(c, opts...))(t)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }

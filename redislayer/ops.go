@@ -72,8 +72,8 @@ func (l *Layer) cas(ctx context.Context, op string, key idem.Key, script *redis.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c, cancel := l.bound(ctx)
-	ok, err := script.Run(c, l.client, []string{l.name(key)}, args...).Int64()
+	callCtx, cancel := l.bound(ctx)
+	ok, err := script.Run(callCtx, l.client, []string{l.name(key)}, args...).Int64()
 	cancel()
 	switch {
 	case err != nil:
@@ -111,12 +111,12 @@ func (l *Layer) read(ctx context.Context, key idem.Key, waiter bool) (idem.Recor
 	if err := ctx.Err(); err != nil {
 		return idem.Record{}, 0, err
 	}
-	c, cancel := l.bound(ctx)
+	callCtx, cancel := l.bound(ctx)
 	flag := ""
 	if waiter {
 		flag = "w"
 	}
-	reply, err := getScript.Run(c, l.client, []string{l.name(key)}, flag).Slice()
+	reply, err := getScript.Run(callCtx, l.client, []string{l.name(key)}, flag).Slice()
 	cancel()
 	if isNil(err) {
 		return idem.Record{}, 0, idem.ErrNotFound

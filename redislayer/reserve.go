@@ -50,12 +50,12 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	name := l.name(key)
 	arg := any(name) // boxed once for both commands of a pipeline
-	c, cancel := l.bound(ctx)
+	callCtx, cancel := l.bound(ctx)
 	defer cancel()
 	viaScript := l.scriptOnly.Load()
 	if !viaScript && l.readFirst() {
-		cmd := redis.NewStringCmd(c, "get", arg)
-		pttl, err := l.afterPTTL(c, arg, cmd)
+		cmd := redis.NewStringCmd(callCtx, "get", arg)
+		pttl, err := l.afterPTTL(callCtx, arg, cmd)
 		switch {
 		case isNil(err): // a new key: claim it below
 		case err != nil:
@@ -91,8 +91,8 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		err  error
 	)
 	if !viaScript {
-		cmd := redis.NewStringCmd(c, "set", arg, claim, "px", ttlMs, "nx", "get")
-		pttl, err = l.afterPTTL(c, arg, cmd)
+		cmd := redis.NewStringCmd(callCtx, "set", arg, claim, "px", ttlMs, "nx", "get")
+		pttl, err = l.afterPTTL(callCtx, arg, cmd)
 		v = cmd.Val()
 		if err != nil && !isNil(err) && redis.HasErrorPrefix(err, "syntax error") { // go-redis trims "ERR "
 			l.scriptOnly.Store(true) // Redis < 7.0: no NX with GET
@@ -104,7 +104,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		graceMs := millis(lease / 4)
 		graceEnd := make([]byte, numWidth)
 		putNum(graceEnd, now+graceMs)
-		v, pttl, err = l.reserveScript(c, name, claim, ttlMs, graceMs, graceEnd)
+		v, pttl, err = l.reserveScript(callCtx, name, claim, ttlMs, graceMs, graceEnd)
 	}
 	if isNil(err) {
 		return claimed()

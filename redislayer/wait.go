@@ -13,6 +13,9 @@ import (
 // record again to see whether the owner renewed it.
 const leaseSlack = 5 * time.Millisecond
 
+// errWaitClosed is what Wait returns once the layer is closed.
+var errWaitClosed = fmt.Errorf("%w: redislayer: wait: %w", idem.ErrUnavailable, idem.ErrClosed)
+
 // Wait implements idem.Waiter without polling. It subscribes to the key's
 // completion channel (on the layer's shared subscription) and reads the
 // record at once, and again once Redis has confirmed the subscription, so a
@@ -40,7 +43,7 @@ const leaseSlack = 5 * time.Millisecond
 // but those reads.
 //
 // Wait returns ctx's error when ctx ends first, idem.ErrUnavailable when a
-// read fails, and idem.ErrUnavailable wrapping ErrClosed after Close.
+// read fails, and idem.ErrUnavailable wrapping idem.ErrClosed after Close.
 func (l *Layer) Wait(ctx context.Context, key idem.Key) (idem.Record, error) {
 	if key.IsZero() {
 		return idem.Record{}, idem.ErrInvalidKey
@@ -49,15 +52,15 @@ func (l *Layer) Wait(ctx context.Context, key idem.Key) (idem.Record, error) {
 		return idem.Record{}, err
 	}
 	ch := channel(l.name(key))
-	c, cancel := l.bound(ctx)
-	w, err := l.hub.acquire(c, ch)
+	callCtx, cancel := l.bound(ctx)
+	w, err := l.hub.acquire(callCtx, ch)
 	cancel()
 	if w != nil {
 		defer l.hub.release(w)
 	}
 	switch {
-	case errors.Is(err, ErrClosed):
-		return idem.Record{}, fmt.Errorf("%w: %w", idem.ErrUnavailable, ErrClosed)
+	case errors.Is(err, idem.ErrClosed):
+		return idem.Record{}, errWaitClosed
 	case err != nil:
 		return idem.Record{}, l.fail(ctx, "subscribe", err)
 	}
@@ -76,7 +79,7 @@ func (l *Layer) Wait(ctx context.Context, key idem.Key) (idem.Record, error) {
 		// connection, Close.
 		ev, closed := l.hub.snapshot(w)
 		if closed {
-			return idem.Record{}, fmt.Errorf("%w: %w", idem.ErrUnavailable, ErrClosed)
+			return idem.Record{}, errWaitClosed
 		}
 		if stale {
 			rec, left, err := l.read(ctx, key, true)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/middleware"
 )
 
@@ -40,8 +41,8 @@ func newHTTPRig(t *testing.T, b *backend, runs *atomic.Int64) *httpRig {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"tenant":%q,"run":%d,"body":%q}`, r.Header.Get("X-Tenant"), run, body)
 	})
-	mw := middleware.New(n.Store, middleware.WithBodyLimit(bodyLimit),
-		middleware.WithScope(func(r *http.Request) string { return r.Header.Get("X-Tenant") }))
+	mw := must.Get(middleware.New(n.Store, middleware.WithBodyLimit(bodyLimit),
+		middleware.WithScope(func(r *http.Request) string { return r.Header.Get("X-Tenant") })))(t)
 	srv := httptest.NewServer(mw(h))
 	t.Cleanup(srv.Close)
 	return &httpRig{node: n, srv: srv, runs: runs}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
@@ -72,7 +73,7 @@ func newBackend(t *testing.T, name string, r *testenv.Redis, s *testenv.SQL) *ba
 	b.ropts.ContextTimeoutEnabled = true
 	b.admin = b.st.DB(t)
 	b.rdb = b.client(t, "")
-	b.reader = redislayer.New(b.rdb, redislayer.WithPrefix(b.st.Prefix), redislayer.WithTimeout(5*time.Second))
+	b.reader = must.Get(redislayer.New(b.rdb, redislayer.WithPrefix(b.st.Prefix), redislayer.WithTimeout(5*time.Second)))(t)
 	t.Cleanup(func() { _ = b.reader.Close() })
 	return b
 }
@@ -380,14 +381,14 @@ func (b *backend) node(t *testing.T, opts ...nodeOption) *node {
 		sqllayer.WithEventsTable(b.st.Events),
 		sqllayer.WithVersionsTable(b.st.Versions),
 	}, c.sql...)
-	n.sql = faultlayer.New(sqllayer.New(db, sqlOpts...))
+	n.sql = faultlayer.New(must.Get(sqllayer.New(db, sqlOpts...))(t))
 	storeOpts := []tiered.Option{
 		tiered.WithSQL(n.sql),
 		tiered.WithTimeouts(redisTimeout, sqlTimeout),
 		tiered.WithObserver(n.events),
 	}
 	if !c.noRedis {
-		rl := redislayer.New(b.client(t, c.redisAddr), redislayer.WithPrefix(b.st.Prefix), redislayer.WithTimeout(redisTimeout))
+		rl := must.Get(redislayer.New(b.client(t, c.redisAddr), redislayer.WithPrefix(b.st.Prefix), redislayer.WithTimeout(redisTimeout)))(t)
 		t.Cleanup(func() { _ = rl.Close() })
 		n.redis = faultlayer.New(rl).Waiting()
 		storeOpts = append(storeOpts, tiered.WithRedis(n.redis))

@@ -190,7 +190,7 @@ func ginAudit(c *gin.Context) {
 // account the body names, and records that run (an execution) first.
 func (a *api) serve(route string, w http.ResponseWriter, r *http.Request, body []byte) {
 	call := r.Header.Get(hdrCall)
-	key, _ := middleware.ParseKey(r.Header.Values(middleware.DefaultKeyHeader))
+	key, _ := middleware.ParseKeyHeader(r.Header.Values(middleware.DefaultKeyHeader))
 	fp, err := meaning(route, body)
 	if err != nil {
 		http.Error(w, errBadRequest.Error(), http.StatusBadRequest)
@@ -327,7 +327,11 @@ func (a *api) router(framework string, long, short *tiered.Store) (http.Handler,
 		gin.DefaultWriter, gin.DefaultErrorWriter = io.Discard, io.Discard
 		g := gin.Default() // with gin.Recovery, as most Gin services run
 		for route, st := range stores {
-			g.POST(routePath(route), ginAudit, ginSlot, idemgin.Middleware(st), ginLaterPanic, a.ginCharge(route))
+			mw, err := idemgin.Middleware(st)
+			if err != nil {
+				return nil, err
+			}
+			g.POST(routePath(route), ginAudit, ginSlot, mw, ginLaterPanic, a.ginCharge(route))
 		}
 		return g, nil
 	case "echo":
@@ -335,14 +339,22 @@ func (a *api) router(framework string, long, short *tiered.Store) (http.Handler,
 		e.Logger.SetOutput(io.Discard)
 		e.Use(echomw.Recover())
 		for route, st := range stores {
-			e.POST(routePath(route), echo.WrapHandler(a.charge(route)), echoSlot, idemecho.Middleware(st))
+			mw, err := idemecho.Middleware(st)
+			if err != nil {
+				return nil, err
+			}
+			e.POST(routePath(route), echo.WrapHandler(a.charge(route)), echoSlot, mw)
 		}
 		return e, nil
 	case "chi":
 		c := chi.NewRouter()
 		c.Use(chimw.Recoverer)
 		for route, st := range stores {
-			c.With(stdSlot, middleware.New(st)).Post(routePath(route), a.charge(route))
+			mw, err := middleware.New(st)
+			if err != nil {
+				return nil, err
+			}
+			c.With(stdSlot, mw).Post(routePath(route), a.charge(route))
 		}
 		return c, nil
 	}

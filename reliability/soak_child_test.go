@@ -138,9 +138,16 @@ func startChild(cfg childConfig) (*child, error) {
 	})
 	redis.SetLogger(quiet{})
 	for _, retention := range []time.Duration{cfg.LongRetention, cfg.ShortRetention} {
-		sl := faultlayer.New(sqllayer.New(c.db, sqllayer.WithRecordsTable(cfg.Records),
-			sqllayer.WithEventsTable(cfg.Events), sqllayer.WithVersionsTable(cfg.Versions)))
-		rl := redislayer.New(c.rdb, redislayer.WithPrefix(cfg.Prefix), redislayer.WithTimeout(cfg.RedisTimeout))
+		sqlLayer, err := sqllayer.New(c.db, sqllayer.WithRecordsTable(cfg.Records),
+			sqllayer.WithEventsTable(cfg.Events), sqllayer.WithVersionsTable(cfg.Versions))
+		if err != nil {
+			return nil, err
+		}
+		sl := faultlayer.New(sqlLayer)
+		rl, err := redislayer.New(c.rdb, redislayer.WithPrefix(cfg.Prefix), redislayer.WithTimeout(cfg.RedisTimeout))
+		if err != nil {
+			return nil, err
+		}
 		st, err := tiered.New(tiered.WithSQL(sl), tiered.WithRedis(rl),
 			tiered.WithLease(cfg.Lease), tiered.WithRetention(retention), tiered.WithWait(cfg.Wait),
 			tiered.WithTimeouts(cfg.RedisTimeout, cfg.SQLTimeout), tiered.WithRedisFallback(3, time.Second),

@@ -26,6 +26,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
 	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
@@ -65,9 +66,9 @@ func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.Re
 	}
 	_ = q.Close()
 
-	reader := redislayer.New(rs.Client(t), redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(5*time.Second))
+	reader := must.Get(redislayer.New(rs.Client(t), redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(5*time.Second)))(t)
 	defer reader.Close()
-	fb := fingerprint.New()
+	fb := must.Get(fingerprint.New())(t)
 	at := time.Now().UnixNano()
 	finals := make([]history.Final, len(keys))
 	var (

@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
@@ -55,11 +56,11 @@ func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, *sqllayer.Layer, string) {
 		_ = db.Close()
 	})
 	opts := []sqllayer.Option{sqllayer.WithRecordsTable(names[0]), sqllayer.WithEventsTable(names[1]), sqllayer.WithVersionsTable(names[2])}
-	l := sqllayer.New(db, opts...)
+	l := must.Get(sqllayer.New(db, opts...))(b)
 	if err := l.Init(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	return db, l, sqllayer.New(db, append(opts, sqllayer.WithReserveOrder(idem.OrderOneStatement))...), names[0]
+	return db, l, must.Get(sqllayer.New(db, append(opts, sqllayer.WithReserveOrder(idem.OrderOneStatement))...))(b), names[0]
 }
 
 // parallel runs body at g goroutines: a plain loop for 1, RunParallel with

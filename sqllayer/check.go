@@ -38,7 +38,7 @@ var (
 // for a mistake in the setup, which only a change of the setup mends (a
 // table or column missing — Init not run, or a table from another version
 // —, a database that does not exist, credentials the server refused, a
-// privilege missing, an invalid table name or dialect given to New), with
+// privilege missing), with
 // advice on what to change; and an error wrapping idem.ErrUnavailable when
 // the database cannot be reached or does not answer in time, or fails in a
 // way the layer does not know. A broken connection is retried as the
@@ -49,12 +49,6 @@ var (
 // to write them, so a user that lacks INSERT, UPDATE or DELETE passes Check
 // and gets idem.ErrConfig from the first write.
 func (l *Layer) Check(ctx context.Context) error {
-	if l.err != nil {
-		if errors.Is(l.err, idem.ErrConfig) {
-			return l.err
-		}
-		return fmt.Errorf("%w: %w", idem.ErrConfig, l.err)
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

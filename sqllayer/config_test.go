@@ -18,6 +18,7 @@ import (
 	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
@@ -77,7 +78,7 @@ func TestConfigMissingTables(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
 		rec, evt, ver := testenv.Name("idem_norec"), testenv.Name("idem_noevt"), testenv.Name("idem_nover")
 		db := s.Open(t)
-		l := sqllayer.New(db, sqllayer.WithRecordsTable(rec), sqllayer.WithEventsTable(evt), sqllayer.WithVersionsTable(ver))
+		l := must.Get(sqllayer.New(db, sqllayer.WithRecordsTable(rec), sqllayer.WithEventsTable(evt), sqllayer.WithVersionsTable(ver)))(t)
 		table := map[string]string{
 			"Reserve": rec, "Complete": rec, "Release": rec, "Renew": rec, "Get": rec, "Check": rec,
 			"InTx": evt, "AdvanceVersion": ver, "Version": ver,
@@ -269,7 +270,7 @@ func runMistakes(t *testing.T, b *backend, bunDB func(*sql.DB) *bun.DB, mistakes
 		t.Run(m.name, func(t *testing.T) {
 			sqldb, cc := m.open(t)
 			db := bunDB(sqldb)
-			l := sqllayer.New(db, append(append([]sqllayer.Option(nil), b.opts...), sqllayer.WithRetries(3))...)
+			l := must.Get(sqllayer.New(db, append(append([]sqllayer.Option(nil), b.opts...), sqllayer.WithRetries(3))...))(t)
 			for method, err := range calls(t, l, db, true) {
 				wantConfig(t, method, err, m.advice)
 			}
@@ -306,8 +307,8 @@ func TestCheck(t *testing.T) {
 				wantConfig(t, "Check", l.Check(ctx(t)), fmt.Sprintf("table %q %s", name, adviseInit))
 			})
 		}
-		bad := sqllayer.New(s.Open(t), sqllayer.WithRecordsTable("no such; table"))
-		wantConfig(t, "Check with an invalid table name", bad.Check(ctx(t)), "invalid table name")
+		_, err := sqllayer.New(s.Open(t), sqllayer.WithRecordsTable("no such; table"))
+		wantConfig(t, "New with an invalid table name", err, "WithRecordsTable")
 	})
 	hung := hungServer(t)
 	for _, tc := range []struct {
@@ -327,7 +328,7 @@ func TestCheck(t *testing.T) {
 			t.Cleanup(func() { _ = db.Close() })
 			c, cancel := context.WithTimeout(ctx(t), tc.timeout)
 			defer cancel()
-			err = sqllayer.New(db).Check(c)
+			err = must.Get(sqllayer.New(db))(t).Check(c)
 			if !errors.Is(err, idem.ErrUnavailable) || errors.Is(err, idem.ErrConfig) {
 				t.Fatalf("Check: %v, want idem.ErrUnavailable", err)
 			}

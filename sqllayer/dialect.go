@@ -1,6 +1,7 @@
 package sqllayer
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -43,18 +44,21 @@ type names struct {
 var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
 func (n names) validate(sqlite bool) error {
-	for _, name := range []string{n.records, n.events, n.versions} {
-		if !tableName.MatchString(name) {
-			return fmt.Errorf("sqllayer: invalid table name %q: want letters, digits and underscores (at most 48), optionally after a schema and a dot", name)
-		}
-		if sqlite && strings.Contains(name, ".") {
-			return fmt.Errorf("sqllayer: invalid table name %q: SQLite tables are not schema-qualified here", name)
+	var errs []error
+	for _, t := range []struct{ option, name string }{
+		{"WithRecordsTable", n.records}, {"WithEventsTable", n.events}, {"WithVersionsTable", n.versions},
+	} {
+		switch {
+		case !tableName.MatchString(t.name):
+			errs = append(errs, fmt.Errorf("%s(%q): want letters, digits and underscores (at most 48), optionally after a schema and a dot", t.option, t.name))
+		case sqlite && strings.Contains(t.name, "."):
+			errs = append(errs, fmt.Errorf("%s(%q): SQLite tables are not schema-qualified here", t.option, t.name))
 		}
 	}
 	if n.records == n.events || n.records == n.versions || n.events == n.versions {
-		return fmt.Errorf("sqllayer: the three tables need three names, got %q, %q, %q", n.records, n.events, n.versions)
+		errs = append(errs, fmt.Errorf("WithRecordsTable, WithEventsTable, WithVersionsTable: the three tables need three names, got %q, %q, %q", n.records, n.events, n.versions))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // indexName is the name of a table's index with the given suffix: the table

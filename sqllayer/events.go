@@ -76,9 +76,6 @@ func (l *Layer) MarkProcessed(ctx context.Context, tx bun.Tx, consumer, eventID 
 }
 
 func (l *Layer) checkEvent(consumer, eventID string) error {
-	if l.err != nil {
-		return l.err
-	}
 	if err := checkID("consumer", consumer); err != nil {
 		return err
 	}
@@ -127,9 +124,6 @@ func (l *Layer) markProcessed(ctx context.Context, q querier, consumer, eventID 
 // It suits sync jobs around AdvanceVersion and any work that combines the
 // layer's in-transaction calls with the caller's writes.
 func (l *Layer) RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	if l.err != nil {
-		return l.err
-	}
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = l.runTx(ctx, fn)

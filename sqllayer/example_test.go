@@ -41,7 +41,10 @@ func Example() {
 	db := openSQLite("example")
 	defer db.Close()
 
-	layer := sqllayer.New(db)
+	layer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := layer.Init(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -79,7 +82,10 @@ func ExampleLayer_InTx() {
 	ctx := context.Background()
 	db := openSQLite("example_intx")
 	defer db.Close()
-	layer := sqllayer.New(db)
+	layer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := layer.Init(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -113,7 +119,10 @@ func ExampleLayer_CompleteTx() {
 	ctx := context.Background()
 	db := openSQLite("example_completetx")
 	defer db.Close()
-	layer := sqllayer.New(db)
+	layer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := layer.Init(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -146,7 +155,10 @@ func ExampleLayer_AdvanceVersion() {
 	ctx := context.Background()
 	db := openSQLite("example_versions")
 	defer db.Close()
-	layer := sqllayer.New(db)
+	layer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := layer.Init(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -175,7 +187,10 @@ func ExampleLayer_AdvanceVersion() {
 func ExampleLayer_RunJanitor() {
 	db := openSQLite("example_janitor")
 	defer db.Close()
-	layer := sqllayer.New(db)
+	layer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := layer.Init(context.Background()); err != nil {
 		log.Fatal(err)
 	}
@@ -197,7 +212,10 @@ func ExampleNew_postgres() {
 	}
 	db := bun.NewDB(sqldb, pgdialect.New())
 	defer db.Close()
-	layer := sqllayer.New(db, sqllayer.WithRecordsTable("billing_idempotency"))
+	layer, err := sqllayer.New(db, sqllayer.WithRecordsTable("billing_idempotency"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := layer.Init(context.Background()); err != nil {
 		log.Fatal(err)
 	}

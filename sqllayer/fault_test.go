@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
@@ -36,7 +37,7 @@ func newFaultRig(t *testing.T) *faultRig {
 // application name.
 func (r *faultRig) layer(t *testing.T, opts ...sqllayer.Option) *sqllayer.Layer {
 	db := testenv.WithApplicationName(t, r.b.sql, r.app).Open(t)
-	return sqllayer.New(db, append(append([]sqllayer.Option(nil), r.b.opts...), opts...)...)
+	return must.Get(sqllayer.New(db, append(append([]sqllayer.Option(nil), r.b.opts...), opts...)...))(t)
 }
 
 // holdNewKey inserts an uncommitted claim of k with fingerprint "fp" in an
@@ -249,7 +250,7 @@ func TestUnreachableServers(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = db.Close() })
-			l := sqllayer.New(db)
+			l := must.Get(sqllayer.New(db))(t)
 			call := func() context.Context {
 				c, cancel := context.WithTimeout(ctx(t), tc.timeout)
 				t.Cleanup(cancel)

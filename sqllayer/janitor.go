@@ -15,17 +15,15 @@ const DefaultSweepBatch = 500
 // DeleteExpired deletes expired idempotency records and processed-event rows,
 // in batches of at most batch rows (each its own short statement, so no lock
 // is held long), until a batch deletes fewer than batch. It returns how many
-// rows it deleted. batch <= 0 means DefaultSweepBatch. Sync versions never
-// expire.
+// rows it deleted. batch must be positive (DefaultSweepBatch suits most
+// tables); 0 or less is an error, and nothing is deleted. Sync versions
+// never expire.
 //
 // Expiry is the database's clock, as everywhere: Reserve and Get never
 // return an expired record as live, so the janitor only reclaims space.
 func (l *Layer) DeleteExpired(ctx context.Context, batch int) (n int64, err error) {
-	if l.err != nil {
-		return 0, l.err
-	}
 	if batch <= 0 {
-		batch = DefaultSweepBatch
+		return 0, fmt.Errorf("sqllayer: DeleteExpired: batch %d must be positive", batch)
 	}
 	for _, stmt := range l.st.sweep {
 		for {
@@ -47,15 +45,16 @@ func (l *Layer) DeleteExpired(ctx context.Context, batch int) (n int64, err erro
 }
 
 // RunJanitor runs DeleteExpired(ctx, batch) at once and then every interval
-// until ctx ends, and returns nil then. It starts no goroutine: run it in one
+// until ctx ends, and returns nil then. every and batch must be positive:
+// otherwise it returns an error at once. It starts no goroutine: run it in one
 // of yours and cancel ctx to stop it. A failed sweep is reported to the
 // Observer as EventTierError and tried again at the next tick.
 func (l *Layer) RunJanitor(ctx context.Context, every time.Duration, batch int) error {
-	if l.err != nil {
-		return l.err
-	}
 	if every <= 0 {
-		return fmt.Errorf("sqllayer: janitor interval must be positive (%v)", every)
+		return fmt.Errorf("sqllayer: RunJanitor: interval %v must be positive", every)
+	}
+	if batch <= 0 {
+		return fmt.Errorf("sqllayer: RunJanitor: batch %d must be positive", batch)
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

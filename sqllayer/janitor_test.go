@@ -64,8 +64,13 @@ func TestDeleteExpired(t *testing.T) {
 		if r, e := count(t, db, b.records, "1 = 1"), count(t, db, b.events, "1 = 1"); r != 3 || e != 3 {
 			t.Fatalf("left %d records and %d events, want the 3 live ones of each", r, e)
 		}
-		if got, err := l.DeleteExpired(ctx(t), 0); err != nil || got != 0 {
+		if got, err := l.DeleteExpired(ctx(t), sqllayer.DefaultSweepBatch); err != nil || got != 0 {
 			t.Fatalf("DeleteExpired again: %d, %v", got, err)
+		}
+		for _, batch := range []int{0, -1} {
+			if _, err := l.DeleteExpired(ctx(t), batch); err == nil {
+				t.Fatalf("DeleteExpired with a batch of %d succeeded", batch)
+			}
 		}
 	})
 }

@@ -51,15 +51,15 @@ type Layer struct {
 	now       func() time.Time
 	obs       idem.Observer
 	eventTTL  time.Duration
-
-	err error // a configuration error every method returns
 }
 
 // New returns a Layer over db, whose dialect (pgdialect, mysqldialect or
-// sqlitedialect) chooses the SQL. It does no I/O: call Init to create the
-// tables, or apply the DDL yourself. A configuration error (an unsupported
-// dialect, an invalid table name) is returned by every method.
-func New(db *bun.DB, opts ...Option) *Layer {
+// sqlitedialect) chooses the SQL, configured by opts over the defaults. It
+// does no I/O: call Init to create the tables, or apply the DDL yourself. A
+// nil db, an unsupported dialect and options given nonsense (an invalid
+// table name, a negative limit…) make New fail with one error that names
+// each fault and wraps idem.ErrConfig.
+func New(db *bun.DB, opts ...Option) (*Layer, error) {
 	l := &Layer{
 		db:        db,
 		names:     names{DefaultRecordsTable, DefaultEventsTable, DefaultVersionsTable},
@@ -68,40 +68,45 @@ func New(db *bun.DB, opts ...Option) *Layer {
 		now:       time.Now,
 		eventTTL:  DefaultEventRetention,
 	}
+	var errs []error
 	for _, o := range opts {
-		o(l)
+		if o == nil {
+			continue
+		}
+		if err := o(l); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if l.now == nil {
-		l.now = time.Now
-	}
-	if db == nil {
-		l.err = fmt.Errorf("sqllayer: nil *bun.DB")
-		return l
-	}
-	l.dialect = db.Dialect().Name()
 	var st stmts
-	switch l.dialect {
-	case dialect.PG:
-		st, l.native, l.resolution = pgStmts, true, time.Microsecond
-	case dialect.SQLite:
-		st, l.native, l.sqlite, l.resolution = sqliteStmts, true, true, time.Millisecond
-	case dialect.MySQL:
-		// bun formats MySQL arguments into the text, which the server runs in
-		// one round trip; arguments passed to go-sql-driver/mysql would cost a
-		// prepare, an execute and a close unless the DSN sets
-		// interpolateParams.
-		st, l.resolution = mysqlStmts, time.Microsecond
-	default:
-		l.err = fmt.Errorf("sqllayer: unsupported dialect %s (want pg, mysql or sqlite)", l.dialect)
-		return l
+	if db == nil {
+		errs = append(errs, errors.New("nil *bun.DB"))
+	} else {
+		l.dialect = db.Dialect().Name()
+		switch l.dialect {
+		case dialect.PG:
+			st, l.native, l.resolution = pgStmts, true, time.Microsecond
+		case dialect.SQLite:
+			st, l.native, l.sqlite, l.resolution = sqliteStmts, true, true, time.Millisecond
+		case dialect.MySQL:
+			// bun formats MySQL arguments into the text, which the server
+			// runs in one round trip; arguments passed to
+			// go-sql-driver/mysql would cost a prepare, an execute and a
+			// close unless the DSN sets interpolateParams.
+			st, l.resolution = mysqlStmts, time.Microsecond
+		default:
+			errs = append(errs, fmt.Errorf("unsupported dialect %s (want pg, mysql or sqlite)", l.dialect))
+		}
 	}
-	if err := l.names.validate(l.sqlite); err != nil {
-		l.err = err
-		return l
+	errs = append(errs, l.names.validate(l.sqlite))
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: sqllayer: %w", idem.ErrConfig, err)
 	}
 	l.st = st.build(l.names, l.native)
-	l.schema, l.err = schema(l.dialect, l.names)
-	return l
+	var err error
+	if l.schema, err = schema(l.dialect, l.names); err != nil {
+		return nil, fmt.Errorf("%w: %w", idem.ErrConfig, err)
+	}
+	return l, nil
 }
 
 // querier is what the layer runs statements on: *sql.DB, *sql.Tx or *sql.Conn
@@ -144,9 +149,6 @@ func (l *Layer) on(db bun.IDB) (querier, error) {
 
 // check validates what every record method receives.
 func (l *Layer) check(ctx context.Context, key idem.Key) error {
-	if l.err != nil {
-		return l.err
-	}
 	if key.IsZero() {
 		return idem.ErrInvalidKey
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 	"go.uber.org/goleak"
 
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
@@ -53,7 +54,7 @@ func setup(t *testing.T, s *testenv.SQL) *backend {
 			}
 		}
 	})
-	if err := sqllayer.New(db, b.opts...).Init(ctx(t)); err != nil {
+	if err := must.Get(sqllayer.New(db, b.opts...))(t).Init(ctx(t)); err != nil {
 		t.Fatalf("Init on %s: %v", s.Kind, err)
 	}
 	return b
@@ -69,7 +70,7 @@ func (b *backend) layer(t *testing.T, opts ...sqllayer.Option) (*sqllayer.Layer,
 		// their connection limits.
 		db.SetMaxOpenConns(cmp.Or(b.conns, 8))
 	}
-	return sqllayer.New(db, append(append([]sqllayer.Option(nil), b.opts...), opts...)...), db
+	return must.Get(sqllayer.New(db, append(append([]sqllayer.Option(nil), b.opts...), opts...)...))(t), db
 }
 
 // ctx returns a context bounded well inside the test timeout.

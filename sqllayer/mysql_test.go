@@ -7,6 +7,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
@@ -37,7 +38,7 @@ func TestMySQLTimesWhateverTheDSN(t *testing.T) {
 			}
 			cfg.ParseTime, cfg.Loc = tc.parseTime, tc.loc
 			other := &testenv.SQL{Kind: s.Kind, DSN: cfg.FormatDSN(), Real: true}
-			l := sqllayer.New(other.Open(t), b.opts...)
+			l := must.Get(sqllayer.New(other.Open(t), b.opts...))(t)
 			k := idem.NewKey("mysql", testenv.Name("dsn"))
 			rec, claimed, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour)
 			if err != nil || !claimed {

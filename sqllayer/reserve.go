@@ -208,12 +208,12 @@ func (l *Layer) mysqlOwner(lastInsertID func() (int64, error), c *claim, token s
 // insertReturning claims a free key with INSERT … ON CONFLICT DO NOTHING
 // RETURNING (Postgres, SQLite). ok is false when the key is taken.
 func (l *Layer) insertReturning(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
-	lease, exp := l.newRow().leaseUntil, l.newRow().expiresAt
-	found, err := queryOne(ctx, q, l.st.insert, c.args(token, nil), &lease, &exp)
+	lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
+	found, err := queryOne(ctx, q, l.st.insert, c.args(token, nil), &lease, &expires)
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}
-	return c.owner(token, lease.t, exp.t, l.resolution), true, nil
+	return c.owner(token, lease.t, expires.t, l.resolution), true, nil
 }
 
 // takeover replaces the row held by old with a new claim, if the database
@@ -233,12 +233,12 @@ func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string,
 		}
 		return l.mysqlOwner(res.LastInsertId, c, token)
 	}
-	lease, exp := l.newRow().leaseUntil, l.newRow().expiresAt
-	found, err := queryOne(ctx, q, l.st.takeover, c.args(token, old), &lease, &exp)
+	lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
+	found, err := queryOne(ctx, q, l.st.takeover, c.args(token, old), &lease, &expires)
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}
-	return c.owner(token, lease.t, exp.t, l.resolution), true, nil
+	return c.owner(token, lease.t, expires.t, l.resolution), true, nil
 }
 
 // grace extends the lapsed lease of the in-progress row r by a quarter of
@@ -246,8 +246,8 @@ func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string,
 // lapsed and not yet in a grace. It returns the record as readers now see
 // it (in progress); ok is false when another caller changed the row first.
 func (l *Layer) grace(ctx context.Context, q querier, c *claim, r *row) (idem.Record, bool, error) {
-	g := c.lease / 4
-	args := []any{c.digest, r.token, g, c.fp}
+	graceLen := c.lease / 4
+	args := []any{c.digest, r.token, graceLen, c.fp}
 	rec := r.record(c.key, l.resolution)
 	rec.State = idem.StateInProgress
 	if l.dialect == dialect.MySQL {
@@ -269,7 +269,7 @@ func (l *Layer) grace(ctx context.Context, q querier, c *claim, r *row) (idem.Re
 		// the statement kept the greater of the row's and the grace's, and
 		// a row's expiry only grows while its token holds it.
 		t := time.UnixMicro(now).UTC()
-		rec.LeaseUntil = t.Add(time.Duration(g) * time.Microsecond)
+		rec.LeaseUntil = t.Add(time.Duration(graceLen) * time.Microsecond)
 		rec.ExpiresAt = r.expiresAt.t
 		if rec.ExpiresAt.Before(rec.LeaseUntil) {
 			rec.ExpiresAt = rec.LeaseUntil
@@ -277,12 +277,12 @@ func (l *Layer) grace(ctx context.Context, q querier, c *claim, r *row) (idem.Re
 		rec.ExpiresIn = max(rec.ExpiresAt.Sub(t)-l.resolution, 0)
 		return rec, true, nil
 	}
-	lease, exp := l.newRow().leaseUntil, l.newRow().expiresAt
+	lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
 	var micros sql.NullInt64
-	found, err := queryOne(ctx, q, l.st.grace, args, &lease, &exp, &micros)
+	found, err := queryOne(ctx, q, l.st.grace, args, &lease, &expires, &micros)
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}
-	rec.LeaseUntil, rec.ExpiresAt, rec.ExpiresIn = lease.t, exp.t, left(micros, l.resolution)
+	rec.LeaseUntil, rec.ExpiresAt, rec.ExpiresIn = lease.t, expires.t, left(micros, l.resolution)
 	return rec, true, nil
 }

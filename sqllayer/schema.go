@@ -93,9 +93,6 @@ func (l *Layer) Schema() []string { return append([]string(nil), l.schema...) }
 // means is retried. On MySQL each CREATE TABLE carries its indexes, so every
 // statement is atomic on its own.
 func (l *Layer) Init(ctx context.Context) error {
-	if l.err != nil {
-		return l.err
-	}
 	var err error
 	for attempt := 0; attempt <= l.retries+1; attempt++ {
 		if attempt > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun/dialect"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 )
@@ -89,7 +90,7 @@ func TestInitRunsTheShippedDDL(t *testing.T) {
 		rec := &recorder{}
 		db := s.Open(t).WithQueryHook(rec)
 		names := tableNames(t, db)
-		l := sqllayer.New(db, names.opts()...)
+		l := must.Get(sqllayer.New(db, names.opts()...))(t)
 		if err := l.Init(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +121,7 @@ func TestInitRunsTheShippedDDL(t *testing.T) {
 
 // TestDefaultSchemaIsTheShippedFile: with default names, Schema is the file.
 func TestDefaultSchemaIsTheShippedFile(t *testing.T) {
-	l := sqllayer.New(testenv.SQLiteMemory(t).Open(t))
+	l := must.Get(sqllayer.New(testenv.SQLiteMemory(t).Open(t)))(t)
 	want := shipped(t, dialect.SQLite, sqllayer.DefaultRecordsTable, sqllayer.DefaultEventsTable, sqllayer.DefaultVersionsTable)
 	if !reflect.DeepEqual(l.Schema(), want) {
 		t.Fatalf("Schema() = %q, want %q", l.Schema(), want)
@@ -165,7 +166,7 @@ func TestConcurrentInit(t *testing.T) {
 		errs := make(chan error, 8)
 		start := make(chan struct{})
 		for range 8 {
-			l := sqllayer.New(s.Open(t), names.opts()...)
+			l := must.Get(sqllayer.New(s.Open(t), names.opts()...))(t)
 			wg.Go(func() {
 				<-start
 				errs <- l.Init(ctx(t))
@@ -182,23 +183,31 @@ func TestConcurrentInit(t *testing.T) {
 	})
 }
 
-// TestInvalidConfiguration: a bad table name makes every method fail
-// clearly, before any statement.
+// TestInvalidConfiguration: a bad table name, a nil DB and options given
+// nonsense are an error from New, which names each of them; no Layer
+// exists to send a statement.
 func TestInvalidConfiguration(t *testing.T) {
 	db := testenv.SQLiteMemory(t).Open(t)
 	for _, name := range []string{"", "1abc", "a-b", "a;drop", "schema.table", sqllayer.DefaultEventsTable} {
-		l := sqllayer.New(db, sqllayer.WithRecordsTable(name))
-		if err := l.Init(ctx(t)); err == nil {
-			t.Errorf("Init with records table %q succeeded", name)
-		}
-		if _, _, err := l.Reserve(ctx(t), idem.NewKey("", "k"), "fp", time.Minute, time.Hour); err == nil || errors.Is(err, idem.ErrUnavailable) {
-			t.Errorf("Reserve with records table %q: %v", name, err)
+		l, err := sqllayer.New(db, sqllayer.WithRecordsTable(name))
+		if !errors.Is(err, idem.ErrConfig) || l != nil {
+			t.Errorf("New with records table %q: %v, want ErrConfig and no layer", name, err)
 		}
 	}
-	if err := sqllayer.New(nil).Init(ctx(t)); err == nil {
-		t.Error("Init on a nil DB succeeded")
+	_, err := sqllayer.New(nil,
+		sqllayer.WithMaxResult(-1), sqllayer.WithRetries(-1), sqllayer.WithClock(nil),
+		sqllayer.WithReserveOrder(idem.OrderOneStatement+1), sqllayer.WithEventRetention(0),
+		sqllayer.WithVersionsTable("a b"),
+	)
+	if !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("New with nonsense: %v, want ErrConfig", err)
 	}
-	l := sqllayer.New(db)
+	for _, name := range []string{"nil *bun.DB", "WithMaxResult", "WithRetries", "WithClock", "WithReserveOrder", "WithEventRetention", "WithVersionsTable"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+	l := must.Get(sqllayer.New(db))(t)
 	k := idem.NewKey("", "k")
 	for _, tc := range []struct {
 		name string

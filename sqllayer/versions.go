@@ -72,9 +72,6 @@ func (l *Layer) Version(ctx context.Context, db bun.IDB, source, externalID stri
 }
 
 func (l *Layer) checkSource(source, externalID string) error {
-	if l.err != nil {
-		return l.err
-	}
 	if err := checkID("source", source); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
@@ -153,7 +154,7 @@ func TestRedisKilledMidRun(t *testing.T) {
 	r := &testenv.Redis{Options: srv.Options()}
 	st := stacktest.On(t, "test-owned redis", r, testenv.AnySQL(t))
 	mk := func() *tiered.Store {
-		l := redislayer.New(r.Client(t), redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(200*time.Millisecond))
+		l := must.Get(redislayer.New(r.Client(t), redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(200*time.Millisecond)))(t)
 		t.Cleanup(func() { _ = l.Close() })
 		s, err := tiered.New(tiered.WithRedis(l), tiered.WithSQL(st.SQLLayer(t)),
 			tiered.WithTimeouts(200*time.Millisecond, 10*time.Second), tiered.WithRedisFallback(3, 200*time.Millisecond))

@@ -45,7 +45,12 @@ func newBounds(timeout time.Duration) *bounds {
 // the clock taken just before it) on behalf of ctx, and its cancel. A ctx
 // without cancellation or deadline (the phases run on the caller's values,
 // detached: see Store.Do) gets a shared slot; any other gets its own timer.
+// Without a timeout (0: no bound of the Store's own) ctx is returned as it
+// is.
 func (b *bounds) call(ctx context.Context, now time.Time) (context.Context, context.CancelFunc) {
+	if b.timeout == 0 {
+		return ctx, noCancel
+	}
 	if !detached(ctx) {
 		return context.WithDeadline(ctx, now.Add(b.timeout))
 	}

@@ -86,8 +86,8 @@ func (c *call) askRedis() (o outcome, done bool) {
 			return outcome{}, false
 		}
 		c.redisSent = now
-		rctx, cancel := s.redisBounds.call(c.ctx, now)
-		rec, claimed, err := s.redis.Reserve(rctx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
+		redisCtx, cancel := s.redisBounds.call(c.ctx, now)
+		rec, claimed, err := s.redis.Reserve(redisCtx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
 		cancel()
 		c.tierCall(idem.TierRedis, now, err)
 		if err != nil {
@@ -139,7 +139,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 			now = time.Now()
 			continue
 		case s.stopped(c.ctx):
-			return outcome{err: ErrClosed}, true
+			return outcome{err: idem.ErrClosed}, true
 		default:
 			s.redisFailed(c.ctx, c.key, err)
 			if s.sql == nil {
@@ -156,11 +156,11 @@ func (c *call) askRedis() (o outcome, done bool) {
 // gone, or idem.ErrInFlight when the deadline passed first.
 func (c *call) waitRedis() (idem.Record, error) {
 	s := c.s
-	wctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+	waitCtx, cancel := context.WithDeadline(c.ctx, c.deadline)
 	defer cancel()
 	if s.waiter != nil {
-		rec, err := s.waiter.Wait(wctx, c.key)
-		if err != nil && wctx.Err() != nil && !s.stopped(c.ctx) {
+		rec, err := s.waiter.Wait(waitCtx, c.key)
+		if err != nil && waitCtx.Err() != nil && !s.stopped(c.ctx) {
 			return idem.Record{}, idem.ErrInFlight
 		}
 		if err == nil && !rec.Completed() {
@@ -169,14 +169,14 @@ func (c *call) waitRedis() (idem.Record, error) {
 		return rec, err
 	}
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
-		if !s.sleep(wctx, pause) {
+		if !s.sleep(waitCtx, pause) {
 			if s.stopped(c.ctx) {
-				return idem.Record{}, ErrClosed
+				return idem.Record{}, idem.ErrClosed
 			}
 			return idem.Record{}, idem.ErrInFlight
 		}
-		rctx, cancel := s.redisBounds.call(c.ctx, time.Now())
-		rec, err := s.redis.Get(rctx, c.key)
+		redisCtx, cancel := s.redisBounds.call(c.ctx, time.Now())
+		rec, err := s.redis.Get(redisCtx, c.key)
 		cancel()
 		if err != nil || rec.Completed() {
 			return rec, err
@@ -192,14 +192,14 @@ func (c *call) askSQL() (o outcome, done bool) {
 	waited := false
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
 		sent := time.Now()
-		sctx, cancel := s.sqlBounds.call(c.ctx, sent)
-		rec, claimed, err := s.sql.Reserve(sctx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
+		sqlCtx, cancel := s.sqlBounds.call(c.ctx, sent)
+		rec, claimed, err := s.sql.Reserve(sqlCtx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
 		cancel()
 		c.tierCall(idem.TierSQL, sent, err)
 		if err != nil {
 			if s.stopped(c.ctx) {
 				c.releaseRedis()
-				return outcome{err: ErrClosed}, true
+				return outcome{err: idem.ErrClosed}, true
 			}
 			c.observe(idem.EventTierError, idem.TierSQL, 0, err)
 			if errors.Is(err, idem.ErrConfig) {
@@ -253,7 +253,7 @@ func (c *call) askSQL() (o outcome, done bool) {
 		}
 		if s.stopped(c.ctx) {
 			c.releaseRedis()
-			return outcome{err: ErrClosed}, true
+			return outcome{err: idem.ErrClosed}, true
 		}
 	}
 }
@@ -277,13 +277,13 @@ func (c *call) awaitSignal(pause time.Duration) (idem.Record, bool) {
 		if c.deadline.Before(until) {
 			until = c.deadline
 		}
-		wctx, cancel := context.WithDeadline(c.ctx, until)
-		rec, err := s.waiter.Wait(wctx, c.key)
+		waitCtx, cancel := context.WithDeadline(c.ctx, until)
+		rec, err := s.waiter.Wait(waitCtx, c.key)
 		cancel()
 		switch {
 		case err == nil && rec.Completed():
 			return rec, true
-		case err != nil && wctx.Err() == nil && !s.stopped(c.ctx) && !errors.Is(err, idem.ErrNotFound):
+		case err != nil && waitCtx.Err() == nil && !s.stopped(c.ctx) && !errors.Is(err, idem.ErrNotFound):
 			s.redisFailed(c.ctx, c.key, err)
 		}
 		if time.Since(began) >= pause {
@@ -335,10 +335,10 @@ func lives(rec idem.Record, sent time.Time) time.Time {
 	return sent.Add(rec.ExpiresIn)
 }
 
-// replayed is the outcome of replaying a stored value: the value, or the
-// error a tombstone stands for.
+// replayed is the outcome of replaying a stored value: the value, or
+// ErrNotReplayable for the marker of a result too large to keep.
 func replayed(val []byte, tier idem.Tier) outcome {
-	if isTombstone(val) {
+	if isTooLargeMarker(val) {
 		return outcome{result: Result{Replayed: true, Tier: tier}, err: fmt.Errorf("%w: %w", ErrNotReplayable, idem.ErrTooLarge)}
 	}
 	return outcome{result: Result{Value: val, Replayed: true, Tier: tier}}

@@ -44,7 +44,7 @@ type TierReport struct {
 // decides without it, only slower.
 func (s *Store) Check(ctx context.Context) (Report, error) {
 	if s.closed.Load() {
-		return Report{}, ErrClosed
+		return Report{}, idem.ErrClosed
 	}
 	var r Report
 	var decidingErr error

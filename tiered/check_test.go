@@ -9,9 +9,9 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/redislayer"
 	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
@@ -25,7 +25,7 @@ func TestCheck(t *testing.T) {
 	st := stacktest.Real(t)
 	deadClient := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = deadClient.Close() })
-	deadRedis := redislayer.New(deadClient)
+	deadRedis := must.Get(redislayer.New(deadClient))(t)
 	t.Cleanup(func() { _ = deadRedis.Close() })
 	down := faultlayer.New(st.SQLLayer(t))
 	down.Down()
@@ -39,10 +39,10 @@ func TestCheck(t *testing.T) {
 	}{
 		{"healthy", []tiered.Option{tiered.WithRedis(st.RedisLayer(t)), tiered.WithSQL(st.SQLLayer(t))}, true, nil, nil, nil},
 		{"redis down", []tiered.Option{tiered.WithRedis(deadRedis), tiered.WithSQL(st.SQLLayer(t))}, true, idem.ErrUnavailable, nil, nil},
-		{"tables missing", []tiered.Option{tiered.WithSQL(sqllayer.New(st.DB(t), sqllayer.WithRecordsTable(testenv.Name("idem_never_created"))))}, false, nil, idem.ErrConfig, idem.ErrConfig},
+		{"tables missing", []tiered.Option{tiered.WithSQL(must.Get(sqllayer.New(st.DB(t), sqllayer.WithRecordsTable(testenv.Name("idem_never_created"))))(t))}, false, nil, idem.ErrConfig, idem.ErrConfig},
 		{"sql down", []tiered.Option{tiered.WithRedis(st.RedisLayer(t)), tiered.WithSQL(down)}, false, nil, idem.ErrUnavailable, idem.ErrUnavailable},
 		{"redis only, down", []tiered.Option{tiered.WithRedis(deadRedis)}, false, idem.ErrUnavailable, nil, idem.ErrUnavailable},
-		{"a layer without Check", []tiered.Option{tiered.WithSQL(memlayer.New())}, true, nil, nil, nil},
+		{"a layer without Check", []tiered.Option{tiered.WithSQL(newMem(t))}, true, nil, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.opts...)

@@ -15,13 +15,13 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// A result too large for the deciding tier finalises the key as a
-// tombstone: the work ran once and never runs again; every caller is told
-// the result cannot be replayed.
-func TestTooLargeResultBecomesTombstone(t *testing.T) {
+// A result too large for the deciding tier completes the key with the
+// marker that says so: the work ran once and never runs again; every
+// caller is told the result cannot be replayed.
+func TestTooLargeResultIsNotReplayable(t *testing.T) {
 	for _, mode := range []string{"sql", "redis"} {
 		t.Run(mode, func(t *testing.T) {
-			layer := memlayer.New(memlayer.WithMaxResult(1024))
+			layer := newMem(t, memlayer.WithMaxResult(1024))
 			opt := tiered.WithSQL(layer)
 			if mode == "redis" {
 				opt = tiered.WithRedis(layer)
@@ -58,7 +58,7 @@ func TestTooLargeResultBecomesTombstone(t *testing.T) {
 // result is not stored yet (it is not a success until it is).
 func TestCompletionSurvivesOutage(t *testing.T) {
 	const lease = time.Second
-	shared := memlayer.New()
+	shared := newMem(t)
 	sql := faultlayer.New(shared)
 	rec := newRecorder()
 	a := newStore(t, tiered.WithSQL(sql), tiered.WithLease(lease), tiered.WithObserver(rec))

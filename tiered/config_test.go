@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/middleware"
@@ -43,7 +44,7 @@ func (b *syncBuffer) String() string {
 // observer logs it once, and the middleware answers 500, not "retry later".
 func TestMissingTableIsAConfigurationError(t *testing.T) {
 	st := stacktest.Real(t)
-	sql := sqllayer.New(st.DB(t), sqllayer.WithRecordsTable(testenv.Name("idem_never_created")))
+	sql := must.Get(sqllayer.New(st.DB(t), sqllayer.WithRecordsTable(testenv.Name("idem_never_created"))))(t)
 	var logged syncBuffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
@@ -68,7 +69,7 @@ func TestMissingTableIsAConfigurationError(t *testing.T) {
 		t.Fatalf("logged %d times, want once per Store:\n%s", n, logged.String())
 	}
 	s := newStore(t, tiered.WithSQL(sql))
-	h := middleware.New(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(middleware.New(s))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Error("the handler ran without a decision")
 	}))
 	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))

@@ -8,13 +8,12 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
 func TestRedisDownSQLDecidesAndFallbackSwitches(t *testing.T) {
-	sql := faultlayer.New(memlayer.New())
-	redis := faultlayer.New(memlayer.New())
+	sql := faultlayer.New(newMem(t))
+	redis := faultlayer.New(newMem(t))
 	rec := newRecorder()
 	s := newStore(t, tiered.WithSQL(sql), tiered.WithRedis(redis), tiered.WithObserver(rec),
 		tiered.WithLocalCache(0, 0, 0), tiered.WithRedisFallback(2, 50*time.Millisecond))
@@ -54,8 +53,8 @@ func TestRedisDownSQLDecidesAndFallbackSwitches(t *testing.T) {
 }
 
 func TestSQLDownFailsClosed(t *testing.T) {
-	sql := faultlayer.New(memlayer.New())
-	redis := memlayer.New()
+	sql := faultlayer.New(newMem(t))
+	redis := newMem(t)
 	s := newStore(t, tiered.WithSQL(sql), tiered.WithRedis(redis))
 	sql.Down()
 	var c counter
@@ -72,7 +71,7 @@ func TestSQLDownFailsClosed(t *testing.T) {
 }
 
 func TestRedisOnlyDownFailsClosed(t *testing.T) {
-	redis := faultlayer.New(memlayer.New())
+	redis := faultlayer.New(newMem(t))
 	s := newStore(t, tiered.WithRedis(redis))
 	redis.Down()
 	var c counter
@@ -82,7 +81,7 @@ func TestRedisOnlyDownFailsClosed(t *testing.T) {
 }
 
 func TestFailOpenRunsWithoutDecision(t *testing.T) {
-	sql := faultlayer.New(memlayer.New())
+	sql := faultlayer.New(newMem(t))
 	rec := newRecorder()
 	s := newStore(t, tiered.WithSQL(sql), tiered.WithFailOpen(true), tiered.WithObserver(rec))
 	sql.Down()
@@ -97,7 +96,7 @@ func TestFailOpenRunsWithoutDecision(t *testing.T) {
 }
 
 func TestDuplicateWaitsThenInFlight(t *testing.T) {
-	sql := memlayer.New()
+	sql := newMem(t)
 	a := newStore(t, tiered.WithSQL(sql), tiered.WithWait(100*time.Millisecond))
 	b := newStore(t, tiered.WithSQL(sql), tiered.WithWait(100*time.Millisecond))
 	k := newKey(t)
@@ -127,7 +126,7 @@ func TestDuplicateWaitsThenInFlight(t *testing.T) {
 }
 
 func TestDuplicateWaitsForOwnerResult(t *testing.T) {
-	sql := memlayer.New()
+	sql := newMem(t)
 	a := newStore(t, tiered.WithSQL(sql))
 	b := newStore(t, tiered.WithSQL(sql))
 	k := newKey(t)
@@ -151,7 +150,7 @@ func TestDuplicateWaitsForOwnerResult(t *testing.T) {
 // cancelled with cause ErrLeaseLost, another owner takes over, the stale
 // completion is rejected, and one result is stored.
 func TestStalledOwnerLosesLease(t *testing.T) {
-	clockless := memlayer.New()
+	clockless := newMem(t)
 	sql := faultlayer.New(clockless)
 	const lease = 60 * time.Millisecond
 	rec := newRecorder()
@@ -196,7 +195,7 @@ func TestStalledOwnerLosesLease(t *testing.T) {
 }
 
 func TestCloseCancelsWorkAndReleases(t *testing.T) {
-	sql := memlayer.New()
+	sql := newMem(t)
 	s, err := tiered.New(tiered.WithSQL(sql))
 	if err != nil {
 		t.Fatal(err)
@@ -223,8 +222,8 @@ func TestCloseCancelsWorkAndReleases(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("work cancelled by Close reported success")
 	}
-	if value != "caller's" || !errors.Is(cause, tiered.ErrClosed) {
-		t.Fatalf("the work saw value %v and cause %v; want the caller's value and ErrClosed", value, cause)
+	if value != "caller's" || !errors.Is(cause, idem.ErrClosed) {
+		t.Fatalf("the work saw value %v and cause %v; want the caller's value and idem.ErrClosed", value, cause)
 	}
 	if _, err := sql.Get(t.Context(), k); !errors.Is(err, idem.ErrNotFound) {
 		t.Fatalf("after Close the claim is %v, want released", err)

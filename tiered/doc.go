@@ -21,8 +21,8 @@
 //  6. Finish: success completes SQL first (the decision), then Redis (which
 //     wakes waiters on other instances), then the local cache. An error or a
 //     panic releases the key in every tier, so a retry runs again. A result
-//     too large to keep finalises the key as a tombstone (ErrNotReplayable):
-//     the work ran once and does not run again. A completion SQL cannot
+//     too large to keep completes the key with a marker that says so
+//     (ErrNotReplayable): the work ran once and does not run again. A completion SQL cannot
 //     take now is retried in the background while the token may be valid.
 //
 // Redis's word is final only for completed records. With SQL configured, a

@@ -5,9 +5,6 @@ import (
 	"fmt"
 )
 
-// ErrClosed is returned by calls on a closed Store.
-var ErrClosed = errors.New("tiered: store closed")
-
 // ErrPending is returned, with fn's value in Result.Value, when fn ran and
 // succeeded but the deciding tier has not accepted its result within half
 // the lease (an outage). It wraps idem.ErrUnavailable as well: the caller
@@ -19,18 +16,24 @@ var ErrClosed = errors.New("tiered: store closed")
 var ErrPending = errors.New("tiered: the work ran; its result is not stored yet")
 
 // ErrNotReplayable is returned for a key whose work ran once but whose
-// result was too large for the deciding tier to keep. The key is finalised
-// as a tombstone, so the work never runs again for it while the record
-// lives; every caller, the owner included, gets this error wrapped with
-// idem.ErrTooLarge (the owner also gets the value in Result.Value).
+// result was too large for the deciding tier to keep. The key is completed
+// with a marker that says so (in place of the result), so the work never
+// runs again for it while the record lives; every caller, the owner
+// included, gets this error wrapped with idem.ErrTooLarge (the owner also
+// gets the value in Result.Value).
 var ErrNotReplayable = errors.New("tiered: result too large to keep; the work ran once and cannot be replayed")
 
-// tombstone is the value stored in place of a result no tier could keep. It
-// is a fixed, improbable byte string: a function that returned these exact
-// bytes would have them read as a tombstone.
-var tombstone = []byte("\x00idem/tombstone/v1\x00\x9f\x1c\xd2\x47\x8a\x03\xe5\x6b\xbe\x21\x94\x5d\x70\xc8\x0f\x3a")
+// tooLargeMarker is the value stored in place of a result too large for the
+// deciding tier: the work ran once, its result cannot be replayed. It is a
+// fixed, improbable byte string: a function that returned these exact bytes
+// would have them read as the marker. The bytes name it "tombstone", its
+// name when it was first stored; they stay as they are, so that records
+// stored then are still read as the marker. (The middleware's tombstone is
+// another thing: a response record that says a response was not kept.)
+var tooLargeMarker = []byte("\x00idem/tombstone/v1\x00\x9f\x1c\xd2\x47\x8a\x03\xe5\x6b\xbe\x21\x94\x5d\x70\xc8\x0f\x3a")
 
-func isTombstone(v []byte) bool { return string(v) == string(tombstone) }
+// isTooLargeMarker reports whether a stored value is tooLargeMarker.
+func isTooLargeMarker(v []byte) bool { return string(v) == string(tooLargeMarker) }
 
 // PanicError is what every caller sharing an execution gets when fn panicked.
 // The key was released, so a retry runs fn again.

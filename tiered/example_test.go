@@ -24,7 +24,11 @@ import (
 
 // The same intent twice: the work runs once, both calls get its result.
 func Example() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,7 +59,11 @@ func Example() {
 // A queue consumer: a redelivered message is reported as a duplicate; a
 // failed one releases its key so the redelivery runs it again.
 func ExampleStore_Once() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,11 +96,17 @@ func ExampleNew() {
 	db := bun.NewDB(sqldb, pgdialect.New())
 	defer db.Close()
 
-	sqlLayer := sqllayer.New(db)
+	sqlLayer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := sqlLayer.Init(context.Background()); err != nil { // or apply sqllayer.DDL in your migrations
 		log.Fatal(err)
 	}
-	redisLayer := redislayer.New(rdb)
+	redisLayer, err := redislayer.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer redisLayer.Close()
 
 	store, err := tiered.New(
@@ -112,7 +126,11 @@ func ExampleNew() {
 // A readiness probe: ready while the Store can decide, with each tier's
 // state for operators.
 func ExampleStore_Check() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestCacheNeverOutlivesRecord(t *testing.T) {
 	const retention = 300 * time.Millisecond
 	for _, skew := range []time.Duration{0, 30 * time.Second, -30 * time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
-			sql := memlayer.New(memlayer.WithClock(func() time.Time { return time.Now().Add(skew) }))
+			sql := newMem(t, memlayer.WithClock(func() time.Time { return time.Now().Add(skew) }))
 			opts := []tiered.Option{tiered.WithSQL(sql), tiered.WithRetention(retention), tiered.WithLocalCache(100, 1<<20, time.Minute)}
 			owner, reader, later := newStore(t, opts...), newStore(t, opts...), newStore(t, opts...)
 			k := newKey(t)
@@ -69,7 +69,7 @@ func TestCacheNeverOutlivesRecord(t *testing.T) {
 // A replay is cached only for what the record has left to live, as the
 // layer tells it; a layer that cannot tell gets nothing cached.
 func TestCacheBoundByWhatTheLayerTells(t *testing.T) {
-	sql := &noExpiresIn{memlayer.New()}
+	sql := &noExpiresIn{newMem(t)}
 	s := newStore(t, tiered.WithSQL(sql), tiered.WithLocalCache(100, 1<<20, time.Minute))
 	other := newStore(t, tiered.WithSQL(sql))
 	k := newKey(t)

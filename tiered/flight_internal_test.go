@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 )
 
@@ -49,7 +50,7 @@ func TestJoinedCallerNeverGetsAnUnstoredValue(t *testing.T) {
 		{"lease lost", idem.ErrLeaseLost, idem.ErrLeaseLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sql := faultlayer.New(memlayer.New())
+			sql := faultlayer.New(must.Get(memlayer.New())(t))
 			s, err := New(WithSQL(sql), WithLease(200*time.Millisecond), WithWait(time.Minute))
 			if err != nil {
 				t.Fatal(err)

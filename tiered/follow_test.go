@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -70,7 +69,7 @@ func answer(t *testing.T, ch <-chan error, what string) error {
 // (DESIGN §9: in-process duplicates are duplicates too).
 func TestJoinedCallerObeysWait(t *testing.T) {
 	rec := newRecorder()
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithWait(50*time.Millisecond), tiered.WithObserver(rec))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithWait(50*time.Millisecond), tiered.WithObserver(rec))
 	k := newKey(t)
 	h := newHeldWork()
 	leader := h.lead(t, s, k)
@@ -98,7 +97,7 @@ func TestJoinedCallerObeysWait(t *testing.T) {
 // A caller that joins an execution led in this process stops waiting when
 // its own context ends; the work goes on for the leader.
 func TestJoinedCallerGivesUpWithItsContext(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithWait(time.Minute))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithWait(time.Minute))
 	k := newKey(t)
 	h := newHeldWork()
 	leader := h.lead(t, s, k)
@@ -126,7 +125,7 @@ func TestJoinedCallerGivesUpWithItsContext(t *testing.T) {
 // outcome: the shared result, or the shared error.
 func TestJoinedCallerSharesOutcome(t *testing.T) {
 	rec := newRecorder()
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithObserver(rec))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithObserver(rec))
 	for _, tc := range []struct {
 		name string
 		val  string

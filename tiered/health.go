@@ -11,7 +11,8 @@ import (
 
 // health tracks whether the Redis tier is worth asking. After maxFailures
 // failures in a row it is skipped for cooldown; then one call at a time
-// probes it, and the first success switches it back on.
+// probes it, and the first success switches it back on. maxFailures 0 never
+// switches it off.
 type health struct {
 	maxFailures int
 	cooldown    time.Duration
@@ -69,7 +70,7 @@ func (h *health) fail(ctx context.Context, err error, now time.Time) {
 	h.failures++
 	h.probing = false
 	switchOff := false
-	if h.failures >= h.maxFailures {
+	if h.maxFailures > 0 && h.failures >= h.maxFailures {
 		switchOff = !h.off
 		h.off = true
 		h.retryAt = now.Add(h.cooldown)

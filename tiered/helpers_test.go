@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
+	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -20,6 +22,12 @@ func newStore(t *testing.T, opts ...tiered.Option) *tiered.Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// newMem returns a memory layer for a test.
+func newMem(t testing.TB, opts ...memlayer.Option) *memlayer.Layer {
+	t.Helper()
+	return must.Get(memlayer.New(opts...))(t)
 }
 
 // recorder is an Observer that counts events by kind and tier.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -23,7 +22,7 @@ import (
 // completion lands, the duplicate replays it.
 func TestOwnerHoldsLeaseWhileCompletionPending(t *testing.T) {
 	const lease = 300 * time.Millisecond
-	shared := memlayer.New()
+	shared := newMem(t)
 	sql := faultlayer.New(shared)
 	rec := newRecorder()
 	owner := newStore(t, tiered.WithSQL(sql), tiered.WithLease(lease), tiered.WithObserver(rec))
@@ -67,7 +66,7 @@ func TestOwnerHoldsLeaseWhileCompletionPending(t *testing.T) {
 // owner retries within it.
 func TestCompletionLandsFirstAfterOutage(t *testing.T) {
 	const lease = 400 * time.Millisecond
-	shared := memlayer.New()
+	shared := newMem(t)
 	ownerSQL, dupSQL := faultlayer.New(shared), faultlayer.New(shared)
 	owner := newStore(t, tiered.WithSQL(ownerSQL), tiered.WithLease(lease))
 	dup := newStore(t, tiered.WithSQL(dupSQL), tiered.WithLease(lease), tiered.WithWait(0), tiered.WithLocalCache(0, 0, 0))

@@ -7,14 +7,13 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
 func TestLogObserverRedactsKeys(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithObserver(tiered.LogObserver(l)))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithObserver(tiered.LogObserver(l)))
 	k := idem.NewKey("tenant-secret", "card-4242-secret")
 	var c counter
 	for range 2 {

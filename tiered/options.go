@@ -38,7 +38,7 @@ const (
 	DefaultCacheTTL   = time.Minute
 )
 
-// Option configures a Store.
+// Option configures a Store. An option given nonsense makes New fail.
 type Option func(*config) error
 
 type config struct {
@@ -75,10 +75,11 @@ func defaults() config {
 // When it implements idem.Waiter, duplicates on other instances wait for its
 // completion signal; when it implements idem.Filler, results decided by SQL
 // are back-filled into it. Without WithSQL, Redis decides alone (weaker).
+// Default none; nil is an error (leave the option out for none).
 func WithRedis(l idem.Layer) Option {
 	return func(c *config) error {
 		if l == nil {
-			return errors.New("tiered: WithRedis(nil)")
+			return errors.New("WithRedis(nil): leave the option out for no Redis tier")
 		}
 		c.redis = l
 		return nil
@@ -87,10 +88,11 @@ func WithRedis(l idem.Layer) Option {
 
 // WithSQL sets the deciding tier, normally a *sqllayer.Layer. Any idem.Layer
 // that is the source of truth fits (a memlayer.Layer in unit tests).
+// Default none; nil is an error (leave the option out for none).
 func WithSQL(l idem.Layer) Option {
 	return func(c *config) error {
 		if l == nil {
-			return errors.New("tiered: WithSQL(nil)")
+			return errors.New("WithSQL(nil): leave the option out for no SQL tier")
 		}
 		c.sql = l
 		return nil
@@ -99,20 +101,42 @@ func WithSQL(l idem.Layer) Option {
 
 // WithLease sets how long a claim lives without renewal. Default
 // DefaultLease (30 s). It bounds how long a crashed owner blocks retries.
+// It cannot be zero: a lease shorter than 3 ms, 0 and negative ones
+// included, is an error.
 func WithLease(d time.Duration) Option {
-	return func(c *config) error { c.lease = d; return nil }
+	return func(c *config) error {
+		if d < 3*time.Millisecond {
+			return fmt.Errorf("WithLease(%v): shorter than 3ms", d)
+		}
+		c.lease = d
+		return nil
+	}
 }
 
 // WithRetention sets how long completed results are kept. Default
-// DefaultRetention (24 h).
+// DefaultRetention (24 h). It cannot be zero: 0 or a negative d is an
+// error.
 func WithRetention(d time.Duration) Option {
-	return func(c *config) error { c.retention = d; return nil }
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("WithRetention(%v): must be positive", d)
+		}
+		c.retention = d
+		return nil
+	}
 }
 
 // WithWait sets how long a duplicate waits for an in-flight owner before it
-// gets idem.ErrInFlight. Default DefaultWait (10 s). 0 means do not wait.
+// gets idem.ErrInFlight. Default DefaultWait (10 s). 0 means do not wait; a
+// negative d is an error.
 func WithWait(d time.Duration) Option {
-	return func(c *config) error { c.wait = d; return nil }
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("WithWait(%v): negative (0 means do not wait)", d)
+		}
+		c.wait = d
+		return nil
+	}
 }
 
 // WithTimeouts bounds each call to Redis and to SQL. Defaults
@@ -120,30 +144,76 @@ func WithWait(d time.Duration) Option {
 // most its timeout and at least fifteen sixteenths of it: calls that start
 // within a sixteenth of the timeout of each other share one deadline, and
 // so one timer.
+//
+// 0 means no bound of the Store's own on that tier: a call then lasts as
+// long as the layer lets it (redislayer's WithTimeout, the database pool's
+// and driver's timeouts). The risk is the Store's: a hung Redis is no
+// longer skipped in time (each call waits for the layer to give up), a
+// hung database holds a request as long as it hangs, and a result the
+// Store puts into Redis may outlive its SQL record by as long as the call
+// took to arrive. The attempts that renew a lease or store a completion
+// stay bounded by lease/8 either way. A negative timeout is an error.
 func WithTimeouts(redis, sql time.Duration) Option {
-	return func(c *config) error { c.redisTimeout, c.sqlTimeout = redis, sql; return nil }
+	return func(c *config) error {
+		var errs []error
+		if redis < 0 {
+			errs = append(errs, fmt.Errorf("WithTimeouts: redis timeout %v is negative (0 means no bound of the Store's own)", redis))
+		}
+		if sql < 0 {
+			errs = append(errs, fmt.Errorf("WithTimeouts: sql timeout %v is negative (0 means no bound of the Store's own)", sql))
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+		c.redisTimeout, c.sqlTimeout = redis, sql
+		return nil
+	}
 }
 
 // WithRedisFallback sets how many Redis failures in a row switch Redis off
 // and for how long it is then skipped before one call probes it again.
 // Defaults DefaultRedisFailures (3) and DefaultRedisCooldown (5 s).
+// failures 0 means never switch Redis off (every call then tries it, and
+// waits for its timeout while it is down); the cool-down is then unused and
+// may be 0. With failures above 0 the cool-down cannot be zero. A negative
+// value is an error.
 func WithRedisFallback(failures int, cooldown time.Duration) Option {
-	return func(c *config) error { c.redisFailures, c.redisCooldown = failures, cooldown; return nil }
+	return func(c *config) error {
+		switch {
+		case failures < 0:
+			return fmt.Errorf("WithRedisFallback(%d, %v): negative failures (0 means never switch Redis off)", failures, cooldown)
+		case cooldown < 0:
+			return fmt.Errorf("WithRedisFallback(%d, %v): negative cool-down", failures, cooldown)
+		case failures > 0 && cooldown == 0:
+			return fmt.Errorf("WithRedisFallback(%d, %v): a cool-down of 0 would switch Redis on again at once", failures, cooldown)
+		}
+		c.redisFailures, c.redisCooldown = failures, cooldown
+		return nil
+	}
 }
 
 // WithLocalCache bounds the in-process cache of completed results: at most
 // items entries and bytes of results, each kept at most ttl (and never past
 // the record's own expiry). Defaults DefaultCacheItems (10,000),
-// DefaultCacheBytes (32 MiB) and DefaultCacheTTL (1 min). items == 0 turns
-// the cache off. The cache is split into up to 16 independently locked
-// parts, each with its share of both bounds, so that replays on many cores
-// do not queue on one lock; a result larger than a part's share of bytes
-// (2 MiB by default) is not cached.
+// DefaultCacheBytes (32 MiB) and DefaultCacheTTL (1 min). items 0 turns
+// the cache off (bytes and ttl are then unused and may be 0). With items
+// above 0, bytes and ttl cannot be zero. A negative value is an error. The
+// cache is split into up to 16 independently locked parts, each with its
+// share of both bounds, so that replays on many cores do not queue on one
+// lock; a result larger than a part's share of bytes (2 MiB by default) is
+// not cached.
 func WithLocalCache(items, bytes int, ttl time.Duration) Option {
-	return func(c *config) error { c.cacheItems, c.cacheBytes, c.cacheTTL = items, bytes, ttl; return nil }
+	return func(c *config) error {
+		if items < 0 || bytes < 0 || ttl < 0 || (items > 0 && (bytes == 0 || ttl == 0)) {
+			return fmt.Errorf("WithLocalCache(%d, %d, %v): want items >= 0 (0 turns the cache off) and, when on, positive bytes and ttl", items, bytes, ttl)
+		}
+		c.cacheItems, c.cacheBytes, c.cacheTTL = items, bytes, ttl
+		return nil
+	}
 }
 
-// WithObserver sets the observer of every event. Default none (no cost).
+// WithObserver sets the observer of every event. Default none (no cost);
+// nil is none.
 // The Store hands it to the layers it wraps through the context of each
 // call, so the events only a layer sees (a takeover, a grace) reach it too:
 // give it once, here. When it also implements idem.Tracer, it hears every
@@ -160,31 +230,10 @@ func WithFailOpen(on bool) Option {
 	return func(c *config) error { c.failOpen = on; return nil }
 }
 
+// validate checks what no single option can: that some tier decides.
 func (c *config) validate() error {
-	var errs []error
 	if c.redis == nil && c.sql == nil {
-		errs = append(errs, errors.New("no tier to decide: use WithSQL, WithRedis or both"))
-	}
-	if c.lease < 3*time.Millisecond {
-		errs = append(errs, fmt.Errorf("lease %v is shorter than 3ms", c.lease))
-	}
-	if c.retention <= 0 {
-		errs = append(errs, fmt.Errorf("retention %v must be positive", c.retention))
-	}
-	if c.wait < 0 {
-		errs = append(errs, fmt.Errorf("wait %v is negative", c.wait))
-	}
-	if c.redisTimeout <= 0 || c.sqlTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("timeouts must be positive (redis %v, sql %v)", c.redisTimeout, c.sqlTimeout))
-	}
-	if c.redisFailures < 1 || c.redisCooldown <= 0 {
-		errs = append(errs, fmt.Errorf("redis fallback needs failures >= 1 and a positive cool-down (got %d, %v)", c.redisFailures, c.redisCooldown))
-	}
-	if c.cacheItems < 0 || c.cacheBytes < 0 || (c.cacheItems > 0 && (c.cacheBytes == 0 || c.cacheTTL <= 0)) {
-		errs = append(errs, fmt.Errorf("local cache needs items >= 0 and, when on, positive bytes and ttl (got %d, %d, %v)", c.cacheItems, c.cacheBytes, c.cacheTTL))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("tiered: invalid configuration: %w", err)
+		return errors.New("no tier to decide: use WithSQL, WithRedis or both")
 	}
 	return nil
 }

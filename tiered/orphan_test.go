@@ -10,7 +10,6 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -34,7 +33,7 @@ func TestOrphanRedisClaimDoesNotHideSQLResult(t *testing.T) {
 		name  string
 		redis func(t *testing.T, st *stacktest.Stack) idem.Layer
 	}{
-		{"memory", func(*testing.T, *stacktest.Stack) idem.Layer { return memlayer.New() }},
+		{"memory", func(t *testing.T, _ *stacktest.Stack) idem.Layer { return newMem(t) }},
 		{"redis", func(t *testing.T, st *stacktest.Stack) idem.Layer { return st.RedisLayer(t) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +94,7 @@ func TestOrphanRedisClaimDoesNotRefuseNewRequest(t *testing.T) {
 // the lease, and the work is cancelled before another owner can take over.
 func TestSlowRenewalCancelsWorkBeforeTakeover(t *testing.T) {
 	const lease = 600 * time.Millisecond
-	shared := memlayer.New()
+	shared := newMem(t)
 	sql := faultlayer.New(shared)
 	sql.Delay(3*time.Second, faultlayer.Renew)
 	a := newStore(t, tiered.WithSQL(sql), tiered.WithLease(lease), tiered.WithLocalCache(0, 0, 0))

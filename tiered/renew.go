@@ -58,6 +58,17 @@ func (s *Store) leaseMargin() time.Duration { return s.cfg.lease / 10 }
 // retryPause is the pause between failed renewal or completion attempts.
 func (s *Store) retryPause() time.Duration { return min(s.cfg.pollMax, s.cfg.lease/16) }
 
+// holdTimeout bounds one renewal or completion attempt on a tier whose
+// calls are bounded by timeout: at most lease/8, also when the tier's calls
+// have no bound of the Store's own (timeout 0), since a hold must fit its
+// attempts in the grace a lapsed lease gets.
+func holdTimeout(timeout, lease time.Duration) time.Duration {
+	if timeout == 0 {
+		return lease / 8
+	}
+	return min(timeout, lease/8)
+}
+
 // holdBounds gives the deadline of one renewal or completion attempt in
 // tier: its timeout, but at most lease/8.
 func (s *Store) holdBounds(tier idem.Tier) *bounds {

@@ -3,6 +3,7 @@ package tiered
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -71,17 +72,23 @@ type Store struct {
 }
 
 // New returns a Store. At least one of WithSQL and WithRedis is required;
-// every other option has a default (see the Default constants). Nonsense
-// configuration is an error.
+// every other option has a default (see the Default constants). A missing
+// tier and options given nonsense make New fail with one error that names
+// each of them and wraps idem.ErrConfig.
 func New(opts ...Option) (*Store, error) {
 	cfg := defaults()
+	var errs []error
 	for _, o := range opts {
+		if o == nil {
+			continue
+		}
 		if err := o(&cfg); err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
+	errs = append(errs, cfg.validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: tiered: %w", idem.ErrConfig, err)
 	}
 	s := &Store{
 		cfg:         cfg,
@@ -92,8 +99,8 @@ func New(opts ...Option) (*Store, error) {
 		redisBounds: newBounds(cfg.redisTimeout),
 		sqlBounds:   newBounds(cfg.sqlTimeout),
 	}
-	s.redisHoldBounds = newBounds(min(cfg.redisTimeout, cfg.lease/8))
-	s.sqlHoldBounds = newBounds(min(cfg.sqlTimeout, cfg.lease/8))
+	s.redisHoldBounds = newBounds(holdTimeout(cfg.redisTimeout, cfg.lease))
+	s.sqlHoldBounds = newBounds(holdTimeout(cfg.sqlTimeout, cfg.lease))
 	s.tracer, _ = s.obs.(idem.Tracer)
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
@@ -108,7 +115,7 @@ func New(opts ...Option) (*Store, error) {
 // Close cancels the work still running (its context ends, the key is
 // released) and waits for every goroutine the Store started. A completion
 // still pending is abandoned: its claim lapses after the lease. It does not
-// close the layers: their owner does. Calls after Close get ErrClosed.
+// close the layers: their owner does. Calls after Close get [idem.ErrClosed].
 func (s *Store) Close() error {
 	s.trackMu.Lock()
 	already := s.closed.Swap(true)
@@ -116,7 +123,7 @@ func (s *Store) Close() error {
 	if already {
 		return nil
 	}
-	s.stop(ErrClosed)
+	s.stop(idem.ErrClosed)
 	s.wg.Wait()
 	return nil
 }
@@ -151,8 +158,9 @@ type outcome struct {
 // when fn ran but lost its lease (its result was not stored);
 // ErrNotReplayable (wrapping idem.ErrTooLarge) when fn's result was too
 // large to keep, for the owner (with the value) and for every later caller;
-// *PanicError when fn panicked; fn's own error (with the value fn returned
-// in Result.Value). When ctx ends first, Do returns its cause at once; the
+// *PanicError when fn panicked; idem.ErrClosed when the Store is closed, or
+// closes while the call waits or the work runs; fn's own error (with the
+// value fn returned in Result.Value). When ctx ends first, Do returns its cause at once; the
 // work goes on for the other callers.
 //
 // Do reports success only for a result the deciding tier has accepted.
@@ -197,7 +205,7 @@ func outcomeOf(ctx context.Context, res Result, err error) idem.Outcome {
 		return idem.OutcomeLeaseLost
 	case errors.Is(err, ErrNotReplayable):
 		return idem.OutcomeNotReplayable
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, idem.ErrClosed):
 		return idem.OutcomeClosed
 	case errors.Is(err, idem.ErrInvalidKey), errors.Is(err, errNilFunc):
 		return idem.OutcomeInvalid
@@ -214,7 +222,7 @@ var errNilFunc = errors.New("tiered: nil fn")
 
 func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Func) (Result, error) {
 	if s.closed.Load() {
-		return Result{}, ErrClosed
+		return Result{}, idem.ErrClosed
 	}
 	if key.IsZero() {
 		return Result{}, idem.ErrInvalidKey
@@ -254,9 +262,9 @@ func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 		return c.out.result, c.out.err
 	}
 	if !s.track() { // closed meanwhile: end the call here, for those that joined it
-		c.out = outcome{err: ErrClosed}
+		c.out = outcome{err: idem.ErrClosed}
 		part.leave(c)
-		return Result{}, ErrClosed
+		return Result{}, idem.ErrClosed
 	}
 	go func() {
 		defer s.wg.Done()
@@ -290,7 +298,7 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 	o := c.out
 	o.result.Replayed = true
 	o.result.Waited = waited
-	if errors.Is(o.err, ErrPending) || errors.Is(o.err, idem.ErrLeaseLost) || errors.Is(o.err, ErrClosed) {
+	if errors.Is(o.err, ErrPending) || errors.Is(o.err, idem.ErrLeaseLost) || errors.Is(o.err, idem.ErrClosed) {
 		// The leader's value is not the key's result: it may never be
 		// stored, or another owner's stands. Only the leader sees it.
 		o.result.Value = nil
@@ -321,7 +329,7 @@ func (s *Store) await(ctx context.Context, c *call, start time.Time) error {
 		s.observe(ctx, idem.EventInFlight, idem.TierLocal, c.key, time.Since(start), nil)
 		return idem.ErrInFlight
 	case <-s.base.Done():
-		return ErrClosed
+		return idem.ErrClosed
 	}
 }
 

@@ -5,44 +5,63 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
 func TestNewRejectsNonsense(t *testing.T) {
-	sql := memlayer.New()
+	sql := newMem(t)
 	for _, tc := range []struct {
 		name string
 		opts []tiered.Option
 	}{
 		{"no tier", nil},
 		{"zero lease", []tiered.Option{tiered.WithSQL(sql), tiered.WithLease(0)}},
+		{"zero retention", []tiered.Option{tiered.WithSQL(sql), tiered.WithRetention(0)}},
 		{"negative retention", []tiered.Option{tiered.WithSQL(sql), tiered.WithRetention(-time.Hour)}},
 		{"negative wait", []tiered.Option{tiered.WithSQL(sql), tiered.WithWait(-1)}},
-		{"zero timeout", []tiered.Option{tiered.WithSQL(sql), tiered.WithTimeouts(0, time.Second)}},
+		{"negative timeout", []tiered.Option{tiered.WithSQL(sql), tiered.WithTimeouts(-1, time.Second)}},
 		{"cache without bytes", []tiered.Option{tiered.WithSQL(sql), tiered.WithLocalCache(10, 0, time.Minute)}},
-		{"fallback without failures", []tiered.Option{tiered.WithSQL(sql), tiered.WithRedisFallback(0, time.Second)}},
+		{"cache without ttl", []tiered.Option{tiered.WithSQL(sql), tiered.WithLocalCache(10, 1<<20, 0)}},
+		{"negative cache ttl, cache off", []tiered.Option{tiered.WithSQL(sql), tiered.WithLocalCache(0, 0, -1)}},
+		{"fallback without a cool-down", []tiered.Option{tiered.WithSQL(sql), tiered.WithRedisFallback(3, 0)}},
+		{"negative fallback", []tiered.Option{tiered.WithSQL(sql), tiered.WithRedisFallback(-1, time.Second)}},
 		{"nil sql", []tiered.Option{tiered.WithSQL(nil)}},
+		{"nil redis", []tiered.Option{tiered.WithSQL(sql), tiered.WithRedis(nil)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if s, err := tiered.New(tc.opts...); err == nil {
+			s, err := tiered.New(tc.opts...)
+			if err == nil {
 				_ = s.Close()
 				t.Fatal("New accepted it")
 			}
+			if !errors.Is(err, idem.ErrConfig) {
+				t.Fatalf("New: %v, want ErrConfig", err)
+			}
 		})
+	}
+}
+
+// Every fault is in the one error New returns, named by its option.
+func TestNewNamesEveryFault(t *testing.T) {
+	_, err := tiered.New(tiered.WithLease(time.Millisecond), tiered.WithWait(-1), tiered.WithRedisFallback(1, 0))
+	for _, name := range []string{"no tier", "WithLease", "WithWait", "WithRedisFallback"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
 	}
 }
 
 func TestDoRunsOnceAndReplays(t *testing.T) {
 	for _, mode := range []string{"sql", "redis", "redis+sql"} {
 		t.Run(mode, func(t *testing.T) {
-			sql, redis := memlayer.New(), memlayer.New()
+			sql, redis := newMem(t), newMem(t)
 			var opts []tiered.Option
 			if mode != "redis" {
 				opts = append(opts, tiered.WithSQL(sql))
@@ -74,7 +93,7 @@ func TestDoRunsOnceAndReplays(t *testing.T) {
 }
 
 func TestLocalCacheReplaysAndKeepsMismatch(t *testing.T) {
-	sql := faultlayer.New(memlayer.New())
+	sql := faultlayer.New(newMem(t))
 	s := newStore(t, tiered.WithSQL(sql))
 	var c counter
 	k := newKey(t)
@@ -98,7 +117,7 @@ func TestLocalCacheReplaysAndKeepsMismatch(t *testing.T) {
 }
 
 func TestMismatch(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithRedis(memlayer.New()), tiered.WithLocalCache(0, 0, 0))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithRedis(newMem(t)), tiered.WithLocalCache(0, 0, 0))
 	var c counter
 	k := newKey(t)
 	if _, err := s.Do(t.Context(), k, "amount=10", c.fn("ok")); err != nil {
@@ -128,7 +147,7 @@ func TestBurstSharesOneExecution(t *testing.T) {
 }
 
 func testBurst(t *testing.T, ctx context.Context) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	k := newKey(t)
 	var c counter
 	release := make(chan struct{})
@@ -169,7 +188,7 @@ func testBurst(t *testing.T, ctx context.Context) {
 }
 
 func TestCallerCancelDoesNotCancelWork(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	k := newKey(t)
 	inWork := make(chan struct{})
 	finish := make(chan struct{})
@@ -207,7 +226,7 @@ func TestCallerCancelDoesNotCancelWork(t *testing.T) {
 }
 
 func TestErrorReleasesAndRetryRuns(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithRedis(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithRedis(newMem(t)))
 	k := newKey(t)
 	boom := errors.New("gateway timeout")
 	r, err := s.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) { return []byte("503 body"), boom })
@@ -222,7 +241,7 @@ func TestErrorReleasesAndRetryRuns(t *testing.T) {
 }
 
 func TestPanicBecomesErrorAndReleases(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	k := newKey(t)
 	_, err := s.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) { panic("card processor exploded") })
 	var pe *tiered.PanicError
@@ -236,7 +255,7 @@ func TestPanicBecomesErrorAndReleases(t *testing.T) {
 }
 
 func TestOnce(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithLocalCache(0, 0, 0))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithLocalCache(0, 0, 0))
 	k := newKey(t)
 	runs := 0
 	fn := func(context.Context) error { runs++; return nil }
@@ -260,19 +279,19 @@ func TestOnce(t *testing.T) {
 }
 
 func TestClosedStore(t *testing.T) {
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	s, err := tiered.New(tiered.WithSQL(newMem(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = s.Close()
 	_ = s.Close()
-	if _, err := s.Do(t.Context(), newKey(t), "fp", (&counter{}).fn("x")); !errors.Is(err, tiered.ErrClosed) {
+	if _, err := s.Do(t.Context(), newKey(t), "fp", (&counter{}).fn("x")); !errors.Is(err, idem.ErrClosed) {
 		t.Fatalf("Do after Close: %v", err)
 	}
 }
 
 func TestZeroKeyRejected(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	if _, err := s.Do(t.Context(), idem.Key{}, "fp", (&counter{}).fn("x")); !errors.Is(err, idem.ErrInvalidKey) {
 		t.Fatalf("err = %v", err)
 	}
@@ -282,7 +301,7 @@ func TestZeroKeyRejected(t *testing.T) {
 // and one SQL layer: every round of 20 concurrent identical calls runs fn
 // exactly once and every caller gets the same bytes.
 func TestThreeStoresExactlyOncePerRound(t *testing.T) {
-	sql, redis := memlayer.New(), memlayer.New()
+	sql, redis := newMem(t), newMem(t)
 	stores := make([]*tiered.Store, 3)
 	for i := range stores {
 		stores[i] = newStore(t, tiered.WithSQL(sql), tiered.WithRedis(redis))
@@ -326,7 +345,7 @@ func TestThreeStoresExactlyOncePerRound(t *testing.T) {
 type ctxKey struct{}
 
 func TestWorkKeepsCallerValues(t *testing.T) {
-	s := newStore(t, tiered.WithSQL(memlayer.New()))
+	s := newStore(t, tiered.WithSQL(newMem(t)))
 	ctx, cancel := context.WithCancel(context.WithValue(t.Context(), ctxKey{}, "trace-1"))
 	defer cancel()
 	var got any

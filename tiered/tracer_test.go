@@ -8,7 +8,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -56,7 +55,7 @@ func (tr *tracer) outcome(o idem.Outcome) int {
 // counted, as a metric per caller must be.
 func TestTracerHearsEveryCaller(t *testing.T) {
 	tr := newTracer()
-	s := newStore(t, tiered.WithSQL(memlayer.New()), tiered.WithObserver(tr))
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithObserver(tr))
 	k := newKey(t)
 	release := make(chan struct{})
 	var seen sync.Map

@@ -27,7 +27,7 @@ func (c *call) work(tier idem.Tier) outcome {
 			return outcome{result: Result{Tier: tier}, err: err}
 		}
 	}
-	// The work ends with the Store: Close cancels it (cause ErrClosed).
+	// The work ends with the Store: Close cancels it (cause idem.ErrClosed).
 	workCtx, cancel := context.WithCancelCause(&underStore{Context: c.ctx, base: s.base})
 	defer cancel(nil)
 	r := h.renewWhile(cancel)
@@ -62,9 +62,9 @@ func (c *call) finish(h *hold, val []byte, tier idem.Tier, took time.Duration) o
 	stored := val
 	accepted, err := h.complete(stored, time.Now().Add(s.cfg.lease/2))
 	if errors.Is(err, idem.ErrTooLarge) {
-		// The work ran once; its result cannot be kept. Finalise the key as
-		// a tombstone so that retries never run it again.
-		stored = tombstone
+		// The work ran once; its result cannot be kept. Complete the key
+		// with the marker that says so, so that retries never run it again.
+		stored = tooLargeMarker
 		accepted, err = h.complete(stored, time.Now().Add(s.cfg.lease/2))
 	}
 	switch {
@@ -74,7 +74,7 @@ func (c *call) finish(h *hold, val []byte, tier idem.Tier, took time.Duration) o
 		c.observe(idem.EventLeaseLost, h.tier, took, err)
 		return outcome{result: Result{Value: val, Tier: tier}, err: err}
 	case s.stopped(c.ctx):
-		return outcome{result: Result{Value: val, Tier: tier}, err: ErrClosed}
+		return outcome{result: Result{Value: val, Tier: tier}, err: idem.ErrClosed}
 	default:
 		// The work ran and the token may still be good: a lapsed lease stays
 		// the owner's until someone takes it over, and the layers give the
@@ -90,7 +90,7 @@ func (c *call) finish(h *hold, val []byte, tier idem.Tier, took time.Duration) o
 	}
 	c.stored(h, stored, accepted)
 	c.observe(idem.EventNew, tier, took, nil)
-	if isTombstone(stored) {
+	if isTooLargeMarker(stored) {
 		return outcome{result: Result{Value: val, Tier: tier}, err: fmt.Errorf("%w: %w", ErrNotReplayable, idem.ErrTooLarge)}
 	}
 	return outcome{result: Result{Value: val, Tier: tier}}
@@ -149,11 +149,11 @@ func (c *call) publish(val []byte, lives time.Time) {
 		c.releaseRedis() // too little left to be worth keeping
 		return
 	}
-	rctx, cancel := s.redisBounds.call(c.ctx, now)
+	redisCtx, cancel := s.redisBounds.call(c.ctx, now)
 	defer cancel()
 	var err error
 	if c.redisToken != "" {
-		err = s.redis.Complete(rctx, c.key, c.redisToken, val, ttl)
+		err = s.redis.Complete(redisCtx, c.key, c.redisToken, val, ttl)
 		if err == nil {
 			s.health.ok(c.ctx)
 			return
@@ -167,7 +167,7 @@ func (c *call) publish(val []byte, lives time.Time) {
 		// No claim here, or Redis lost it (flush, eviction, another
 		// instance's claim after that): SQL decided, so the result replaces
 		// whatever Redis holds.
-		err = s.filler.Fill(rctx, idem.Record{Key: c.key, Fingerprint: c.fp(), State: idem.StateCompleted, Result: val}, ttl)
+		err = s.filler.Fill(redisCtx, idem.Record{Key: c.key, Fingerprint: c.fp(), State: idem.StateCompleted, Result: val}, ttl)
 	}
 	switch {
 	case err == nil:

@@ -62,7 +62,11 @@ func createSchema(ctx context.Context, db *bun.DB) error {
 			return fmt.Errorf("create demo table: %w", err)
 		}
 	}
-	return sqllayer.New(db).Init(ctx)
+	l, err := sqllayer.New(db)
+	if err != nil {
+		return err
+	}
+	return l.Init(ctx)
 }
 
 // chargeRequest is the body of POST /charges. Timestamp and TraceID change
@@ -94,11 +98,23 @@ func startInstance(name string, b *backends, providerDelay time.Duration) (*inst
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{name: name, db: db, sql: sqllayer.New(db), done: make(chan struct{})}
+	in := &instance{name: name, db: db, done: make(chan struct{})}
+	if in.sql, err = sqllayer.New(db); err != nil {
+		in.close()
+		return nil, err
+	}
 	in.rdb = redis.NewClient(&redis.Options{Addr: b.redisAddr(), MaxRetries: 1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
-	in.redis = redislayer.New(in.rdb, redislayer.WithTimeout(250*time.Millisecond))
+	if in.redis, err = redislayer.New(in.rdb, redislayer.WithTimeout(250*time.Millisecond)); err != nil {
+		in.close()
+		return nil, err
+	}
 	in.store, err = tiered.New(tiered.WithRedis(in.redis), tiered.WithSQL(in.sql),
 		tiered.WithRedisFallback(3, time.Second), tiered.WithObserver(b.observer))
+	if err != nil {
+		in.close()
+		return nil, err
+	}
+	mw, err := middleware.New(in.store, middleware.WithScope(merchant), middleware.WithReplayMarker(replayMarker))
 	if err != nil {
 		in.close()
 		return nil, err
@@ -106,7 +122,7 @@ func startInstance(name string, b *backends, providerDelay time.Duration) (*inst
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /charges", in.charge(providerDelay))
 	in.srv = &http.Server{
-		Handler:           middleware.New(in.store, middleware.WithScope(merchant), middleware.WithReplayMarker(replayMarker))(mux),
+		Handler:           mw(mux),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	in.ln, err = net.Listen("tcp", "127.0.0.1:0")

@@ -13,10 +13,14 @@ import (
 )
 
 func TestBehaviour(t *testing.T) {
-	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
 		e := echo.New()
-		e.Use(idemecho.Middleware(store, opts...))
+		mw, err := idemecho.Middleware(store, opts...)
+		if err != nil {
+			return nil, err
+		}
+		e.Use(mw)
 		e.Any("/*", echo.WrapHandler(h))
-		return e
+		return e, nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemkit/idem/internal/testkit/behaviour"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 	"github.com/idemkit/idem/tiered"
@@ -30,11 +31,15 @@ func later(fn func(http.ResponseWriter, *http.Request) bool) echo.MiddlewareFunc
 func TestChain(t *testing.T) {
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) {
-			behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) http.Handler {
+			behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error) {
 				e := s.new()
-				e.Use(idemecho.Middleware(store, opts...), later(fn))
+				mw, err := idemecho.Middleware(store, opts...)
+				if err != nil {
+					return nil, err
+				}
+				e.Use(mw, later(fn))
 				e.Any("/*", echo.WrapHandler(h))
-				return e
+				return e, nil
 			})
 		})
 	}
@@ -57,7 +62,7 @@ func TestLaterReturnsError(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var later, runs atomic.Int64
 			e := echo.New()
-			e.Use(idemecho.Middleware(behaviour.MemoryStore(t)), func(next echo.HandlerFunc) echo.HandlerFunc {
+			e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t)))(t), func(next echo.HandlerFunc) echo.HandlerFunc {
 				return func(echo.Context) error { later.Add(1); return c.err }
 			})
 			e.POST("/pay", func(c echo.Context) error { return c.String(http.StatusCreated, fmt.Sprint(runs.Add(1))) })

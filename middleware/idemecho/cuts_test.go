@@ -30,11 +30,15 @@ var setups = []struct {
 func TestCuts(t *testing.T) {
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) {
-			behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+			behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
 				e := s.new()
-				e.Use(idemecho.Middleware(store, opts...))
+				mw, err := idemecho.Middleware(store, opts...)
+				if err != nil {
+					return nil, err
+				}
+				e.Use(mw)
 				e.Any("/*", echo.WrapHandler(h))
-				return e
+				return e, nil
 			})
 		})
 	}

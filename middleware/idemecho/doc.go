@@ -2,8 +2,12 @@
 // that carry an Idempotency-Key execute once, and every retry gets the first
 // response again.
 //
+//	mw, err := idemecho.Middleware(store, middleware.WithScope(tenantOf))
+//	if err != nil {
+//		return err
+//	}
 //	e := echo.New()
-//	e.Use(idemecho.Middleware(store, middleware.WithScope(tenantOf)))
+//	e.Use(mw)
 //
 // The adapter translates only: every decision, status code and option is
 // package middleware's, documented there (the behaviour table, the key

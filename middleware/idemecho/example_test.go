@@ -2,6 +2,7 @@ package idemecho_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,15 +17,23 @@ import (
 // A retry with the same key gets the first response; the handler runs once.
 // A returned error is the response too: a 5xx releases the key.
 func ExampleMiddleware() {
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 
 	runs := 0
+	mw, err := idemecho.Middleware(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	e := echo.New()
-	e.Use(idemecho.Middleware(store))
+	e.Use(mw)
 	e.POST("/payments", func(c echo.Context) error {
 		runs++
 		if runs == 1 {

@@ -10,10 +10,14 @@ import (
 )
 
 // Middleware returns Echo middleware that executes each guarded request once
-// per key, with the options of package middleware. It panics when store is
-// nil.
-func Middleware(store *tiered.Store, opts ...middleware.Option) echo.MiddlewareFunc {
-	h := middleware.NewHandler(store, opts...)
+// per key, with the options of package middleware. Its errors are those of
+// middleware.NewHandler: a nil store or options given nonsense, wrapping
+// idem.ErrConfig.
+func Middleware(store *tiered.Store, opts ...middleware.Option) (echo.MiddlewareFunc, error) {
+	h, err := middleware.NewHandler(store, opts...)
+	if err != nil {
+		return nil, err
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			res, req := c.Response(), c.Request()
@@ -32,5 +36,5 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) echo.MiddlewareF
 			})
 			return err
 		}
-	}
+	}, nil
 }

@@ -2,13 +2,16 @@ package idemecho_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/behaviour"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 )
@@ -30,7 +33,7 @@ func TestNativeHandlers(t *testing.T) {
 			return err
 		}
 	})
-	e.Use(idemecho.Middleware(behaviour.MemoryStore(t)))
+	e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t)))(t))
 	e.POST("/json", func(c echo.Context) error {
 		c.Response().Header().Set("Location", "/p/1")
 		return c.JSON(http.StatusCreated, map[string]any{"run": runs.Add(1), "ctx": c.Request().Context().Value(ctxKey{})})
@@ -89,7 +92,7 @@ func TestProblemThroughEcho(t *testing.T) {
 			return err
 		}
 	})
-	e.Use(idemecho.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(true)))
+	e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(true)))(t))
 	e.POST("/pay", func(c echo.Context) error { return c.String(http.StatusCreated, "paid") })
 	got := behaviour.Post(t, e, "/pay", "")
 	if got.Status != http.StatusBadRequest || got.ContentType != "application/problem+json" {
@@ -97,5 +100,15 @@ func TestProblemThroughEcho(t *testing.T) {
 	}
 	if status != http.StatusBadRequest || !committed {
 		t.Fatalf("echo saw status %d committed %v", status, committed)
+	}
+}
+
+// A nil store or an option given nonsense is an error, never a panic.
+func TestMiddlewareRefusesNonsense(t *testing.T) {
+	if _, err := idemecho.Middleware(nil); !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("Middleware(nil): %v, want ErrConfig", err)
+	}
+	if _, err := idemecho.Middleware(behaviour.MemoryStore(t), middleware.WithBodyLimit(-1)); !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("Middleware with a negative body limit: %v, want ErrConfig", err)
 	}
 }

@@ -13,10 +13,14 @@ import (
 )
 
 func TestBehaviour(t *testing.T) {
-	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+	behaviour.Run(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
 		r := gin.New()
-		r.Use(idemgin.Middleware(store, opts...))
+		mw, err := idemgin.Middleware(store, opts...)
+		if err != nil {
+			return nil, err
+		}
+		r.Use(mw)
 		r.Any("/*path", gin.WrapH(h))
-		return r
+		return r, nil
 	})
 }

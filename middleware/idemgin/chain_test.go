@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkit/idem/internal/testkit/behaviour"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemgin"
 	"github.com/idemkit/idem/tiered"
@@ -28,11 +29,15 @@ func later(fn func(http.ResponseWriter, *http.Request) bool) gin.HandlerFunc {
 func TestChain(t *testing.T) {
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
-			behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) http.Handler {
+			behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error) {
 				r := e.new()
-				r.Use(idemgin.Middleware(store, opts...), later(fn))
+				mw, err := idemgin.Middleware(store, opts...)
+				if err != nil {
+					return nil, err
+				}
+				r.Use(mw, later(fn))
 				r.Any("/*path", gin.WrapH(h))
-				return r
+				return r, nil
 			})
 		})
 	}
@@ -54,7 +59,7 @@ func router(t *testing.T, e func() *gin.Engine, withIdem bool, saw *[]outer, run
 		c.Next()
 	})
 	if withIdem {
-		r.Use(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(false)))
+		r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(false)))(t))
 	}
 	r.Use(func(c *gin.Context) {
 		switch c.Request.URL.Path {

@@ -27,11 +27,15 @@ var engines = []struct {
 func TestCuts(t *testing.T) {
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
-			behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler {
+			behaviour.RunCuts(t, func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
 				r := e.new()
-				r.Use(idemgin.Middleware(store, opts...))
+				mw, err := idemgin.Middleware(store, opts...)
+				if err != nil {
+					return nil, err
+				}
+				r.Use(mw)
 				r.Any("/*path", gin.WrapH(h))
-				return r
+				return r, nil
 			})
 		})
 	}

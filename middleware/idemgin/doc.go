@@ -2,8 +2,12 @@
 // carry an Idempotency-Key execute once, and every retry gets the first
 // response again.
 //
+//	mw, err := idemgin.Middleware(store, middleware.WithScope(tenantOf))
+//	if err != nil {
+//		return err
+//	}
 //	r := gin.New()
-//	r.Use(idemgin.Middleware(store, middleware.WithScope(tenantOf)))
+//	r.Use(mw)
 //
 // The adapter translates only: every decision, status code and option is
 // package middleware's, documented there (the behaviour table, the key

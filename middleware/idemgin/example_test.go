@@ -2,6 +2,7 @@ package idemgin_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,15 +18,23 @@ import (
 // A retry with the same key gets the first response; the handler runs once.
 func ExampleMiddleware() {
 	gin.SetMode(gin.ReleaseMode)
-	store, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	mem, err := memlayer.New()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 
 	runs := 0
+	mw, err := idemgin.Middleware(store, middleware.WithRequire(true))
+	if err != nil {
+		log.Fatal(err)
+	}
 	r := gin.New()
-	r.Use(idemgin.Middleware(store, middleware.WithRequire(true)))
+	r.Use(mw)
 	r.POST("/payments", func(c *gin.Context) {
 		runs++
 		c.Header("Location", "/payments/1")

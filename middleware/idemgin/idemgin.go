@@ -10,10 +10,14 @@ import (
 )
 
 // Middleware returns Gin middleware that executes each guarded request once
-// per key, with the options of package middleware. It panics when store is
-// nil.
-func Middleware(store *tiered.Store, opts ...middleware.Option) gin.HandlerFunc {
-	h := middleware.NewHandler(store, opts...)
+// per key, with the options of package middleware. Its errors are those of
+// middleware.NewHandler: a nil store or options given nonsense, wrapping
+// idem.ErrConfig.
+func Middleware(store *tiered.Store, opts ...middleware.Option) (gin.HandlerFunc, error) {
+	h, err := middleware.NewHandler(store, opts...)
+	if err != nil {
+		return nil, err
+	}
 	return func(c *gin.Context) {
 		orig, origReq := c.Writer, c.Request
 		// Gin's handler loop goes on with the handler after the one that
@@ -45,5 +49,5 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) gin.HandlerFunc 
 			finished = true     // gin's loop ran to the end, or a handler aborted it
 			gw.WriteHeaderNow() // as gin's engine does after the last handler
 		})
-	}
+	}, nil
 }

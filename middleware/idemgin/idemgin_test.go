@@ -2,6 +2,7 @@ package idemgin_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/behaviour"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemgin"
 )
@@ -27,7 +30,7 @@ func TestNativeHandlers(t *testing.T) {
 		c.Next()
 		outer = append(outer, c.Writer.Status())
 	})
-	r.Use(idemgin.Middleware(behaviour.MemoryStore(t)))
+	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t)))(t))
 	r.POST("/json", func(c *gin.Context) {
 		c.Header("Location", "/p/"+strconv.FormatInt(runs.Add(1), 10))
 		c.JSON(http.StatusCreated, gin.H{"run": runs.Load(), "ctx": c.Request.Context().Value(ctxKey{})})
@@ -77,7 +80,7 @@ func TestNativeHandlers(t *testing.T) {
 func TestAbortsChain(t *testing.T) {
 	var runs atomic.Int64
 	r := gin.New()
-	r.Use(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(true)))
+	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(true)))(t))
 	r.POST("/pay", func(c *gin.Context) { c.String(http.StatusCreated, "run %d", runs.Add(1)) })
 	behaviour.Post(t, r, "/pay", "k1")
 	if got := behaviour.Post(t, r, "/pay", "k1"); got.Body != "run 1" {
@@ -98,10 +101,20 @@ func TestAbortsChain(t *testing.T) {
 func TestUnknownRoute(t *testing.T) {
 	var runs atomic.Int64
 	r := gin.New()
-	r.Use(idemgin.Middleware(behaviour.MemoryStore(t)), func(*gin.Context) { runs.Add(1) })
+	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t)))(t), func(*gin.Context) { runs.Add(1) })
 	r.POST("/pay", func(c *gin.Context) { c.String(http.StatusCreated, "paid") })
 	a, b := behaviour.Post(t, r, "/nope", "k"), behaviour.Post(t, r, "/nope", "k")
 	if a.Status != http.StatusNotFound || a.Body != "404 page not found" || b.Status != http.StatusNotFound || runs.Load() != 1 {
 		t.Fatalf("answers %+v and %+v, chain ran %d times; want 404 twice, once", a, b, runs.Load())
+	}
+}
+
+// A nil store or an option given nonsense is an error, never a panic.
+func TestMiddlewareRefusesNonsense(t *testing.T) {
+	if _, err := idemgin.Middleware(nil); !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("Middleware(nil): %v, want ErrConfig", err)
+	}
+	if _, err := idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithBodyLimit(-1)); !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("Middleware with a negative body limit: %v, want ErrConfig", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
@@ -15,7 +16,7 @@ import (
 // ends: what an adapter's own tests need to reach the core.
 func MemoryStore(t testing.TB) *tiered.Store {
 	t.Helper()
-	s, err := tiered.New(tiered.WithSQL(memlayer.New()))
+	s, err := tiered.New(tiered.WithSQL(must.Get(memlayer.New())(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/memlayer"
 )
@@ -32,8 +33,8 @@ func Backends(t testing.TB) []Backend {
 }
 
 // Memory is a pair of memlayers shared by every instance.
-func Memory(testing.TB) Backend {
-	redis, sql := memlayer.New(), memlayer.New()
+func Memory(t testing.TB) Backend {
+	redis, sql := must.Get(memlayer.New())(t), must.Get(memlayer.New())(t)
 	return Backend{
 		Name: "memory",
 		Open: func(testing.TB) (idem.Layer, idem.Layer) { return redis, sql },

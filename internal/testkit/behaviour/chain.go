@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/tiered"
@@ -19,10 +20,11 @@ import (
 // Chain builds one framework's router for RunChain: the middleware over
 // store with opts, then a middleware native to the framework that calls
 // later and hands the request on only when later returns true, then h as
-// the handler of every route. Recovery middleware, when the framework
-// setup under test has one, goes before the idempotency middleware, where
-// gin.Default and most setups put it.
-type Chain func(store *tiered.Store, opts []middleware.Option, later func(http.ResponseWriter, *http.Request) bool, h http.Handler) http.Handler
+// the handler of every route (or the middleware's constructor's error).
+// Recovery middleware, when the framework setup under test has one, goes
+// before the idempotency middleware, where gin.Default and most setups put
+// it.
+type Chain func(store *tiered.Store, opts []middleware.Option, later func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error)
 
 // chainApp is what RunChain mounts: a later middleware and a handler that
 // count their runs, each able to fail once.
@@ -94,7 +96,7 @@ type chainServer struct {
 
 func startChain(t *testing.T, chain Chain, opts ...middleware.Option) *chainServer {
 	t.Helper()
-	return startChainOver(t, chain, newChainApp(), faultlayer.New(memlayer.New()), opts...)
+	return startChainOver(t, chain, newChainApp(), faultlayer.New(must.Get(memlayer.New())(t)), opts...)
 }
 
 // startChainOver starts an instance over the tier and the app of another:
@@ -107,7 +109,11 @@ func startChainOver(t *testing.T, chain Chain, app *chainApp, tier *faultlayer.L
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	srv := newServer(t, chain(store, opts, s.app.Later, s.app), false)
+	h, err := chain(store, opts, s.app.Later, s.app)
+	if err != nil {
+		t.Fatalf("chain: %v", err)
+	}
+	srv := newServer(t, h, false)
 	t.Cleanup(app.Release) // cleanups run last first: let /slow end, then close
 	s.url, s.client = srv.URL, srv.Client()
 	return s

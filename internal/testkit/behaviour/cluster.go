@@ -46,7 +46,11 @@ func cluster(t *testing.T, b Backend, mount Mount, rounds int) {
 		t.Cleanup(func() { _ = store.Close() })
 		// The gate counts arrivals in front of the middleware, so the handler
 		// can wait until every copy of the request is in the system.
-		srv := httptest.NewServer(app.gate(mount(store, nil, app)))
+		mounted, err := mount(store, nil, app)
+		if err != nil {
+			t.Fatalf("mount: %v", err)
+		}
+		srv := httptest.NewServer(app.gate(mounted))
 		t.Cleanup(srv.Close)
 		srv.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = clusterRequests
 		servers[i] = &server{Server: srv, store: store, redis: redis, sql: sql}

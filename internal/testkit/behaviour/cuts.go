@@ -86,7 +86,11 @@ func RunCuts(t *testing.T, mount Mount) {
 			t.Run(proto+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
 				app := &cutApp{write: c.write, value: c.value}
-				srv := newServer(t, mount(MemoryStore(t), nil, app), h2)
+				mounted, err := mount(MemoryStore(t), nil, app)
+				if err != nil {
+					t.Fatalf("mount: %v", err)
+				}
+				srv := newServer(t, mounted, h2)
 				k := newKey()
 				if r, err := sendTo(t, srv.Client(), http.MethodPost, srv.URL+"/pay", k, payBody); err == nil {
 					if !c.held || r.status != http.StatusInternalServerError || !strings.Contains(string(r.body), middleware.ProblemFailed) {

@@ -21,9 +21,10 @@ import (
 )
 
 // Mount puts the middleware, built over store with opts, in front of h in
-// one framework and returns the server's handler. h must see the requests
-// and writers the framework hands to its own handlers.
-type Mount func(store *tiered.Store, opts []middleware.Option, h http.Handler) http.Handler
+// one framework and returns the server's handler, or the middleware's
+// constructor's error. h must see the requests and writers the framework
+// hands to its own handlers.
+type Mount func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error)
 
 // env is what one row runs in: one backend, one App, any number of
 // instances (servers with their own Store) over the backend.
@@ -70,7 +71,10 @@ func (e *env) start(t *testing.T, mw []middleware.Option, so ...tiered.Option) *
 	}
 	s.store = store
 	t.Cleanup(func() { _ = store.Close() })
-	mounted := e.mount(store, mw, e.app)
+	mounted, err := e.mount(store, mw, e.app)
+	if err != nil {
+		t.Fatalf("mount: %v", err)
+	}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.active.Add(1)
 		defer s.active.Add(-1)

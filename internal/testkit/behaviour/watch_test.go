@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 )
 
@@ -20,12 +21,12 @@ type waiting interface {
 
 func TestWatchedKeepsOptionalInterfaces(t *testing.T) {
 	busy := make(chan struct{}, 1)
-	plain := watched(memlayer.New(), busy)
+	plain := watched(must.Get(memlayer.New())(t), busy)
 	if _, ok := plain.(waiting); ok {
 		t.Fatal("a plain layer gained Wait and Fill")
 	}
 	// faultlayer's Waiting form passes Wait and Fill through.
-	wf := faultlayer.New(memlayer.New()).Waiting()
+	wf := faultlayer.New(must.Get(memlayer.New())(t)).Waiting()
 	if _, ok := watched(wf, busy).(waiting); !ok {
 		t.Fatal("a waiting layer lost Wait or Fill")
 	}

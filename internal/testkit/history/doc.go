@@ -74,7 +74,7 @@
 // error is Canceled; *tiered.PanicError is Panicked; tiered.ErrNotReplayable
 // NotReplayable; idem.ErrLeaseLost LeaseLost (also when fn's own error came
 // of a lease-lost cancellation: the Store wraps it); idem.ErrMismatch,
-// idem.ErrInFlight, idem.ErrUnavailable and tiered.ErrClosed their names;
+// idem.ErrInFlight, idem.ErrUnavailable and idem.ErrClosed their names;
 // the workload's own error FnFailed; anything else OtherError; no error,
 // Replayed or Executed by Result.Replayed.
 //

@@ -33,7 +33,7 @@ const (
 	FnFailed
 	// Panicked: fn panicked (*tiered.PanicError); the key was released.
 	Panicked
-	// Closed: the Store was closed (tiered.ErrClosed).
+	// Closed: the Store was closed (idem.ErrClosed).
 	Closed
 	// Canceled: the caller's context ended before the answer came.
 	Canceled

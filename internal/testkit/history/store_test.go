@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
@@ -49,7 +50,7 @@ func outcomeOf(ctx context.Context, res tiered.Result, err error) history.Outcom
 		return history.InFlight
 	case errors.Is(err, idem.ErrUnavailable):
 		return history.Unavailable
-	case errors.Is(err, tiered.ErrClosed):
+	case errors.Is(err, idem.ErrClosed):
 		return history.Closed
 	case errors.Is(err, errWork):
 		return history.FnFailed
@@ -152,7 +153,7 @@ func keyNames(n int) []string {
 // panics now and then and requests that reuse a key with another body:
 // the real Store keeps every promise.
 func TestRealStoreKeepsItsPromises(t *testing.T) {
-	layer := memlayer.New()
+	layer := must.Get(memlayer.New())(t)
 	keys := keyNames(40)
 	var streams [3]syncBuffer
 	nodes := make([]*node, len(streams))
@@ -201,7 +202,12 @@ type amnesiac struct {
 }
 
 func (a *amnesiac) layer() *memlayer.Layer { a.mu.Lock(); defer a.mu.Unlock(); return a.l }
-func (a *amnesiac) forget()                { a.mu.Lock(); defer a.mu.Unlock(); a.l = memlayer.New() }
+func (a *amnesiac) forget(t *testing.T) {
+	fresh := must.Get(memlayer.New())(t)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.l = fresh
+}
 
 func (a *amnesiac) Reserve(ctx context.Context, key idem.Key, fp string, lease, ttl time.Duration) (idem.Record, bool, error) {
 	return a.layer().Reserve(ctx, key, fp, lease, ttl)
@@ -226,14 +232,14 @@ func (a *amnesiac) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 // A deciding layer that loses its records lets the work run twice through
 // the real Store; the checker says so, on every key it happened to.
 func TestRealStoreOnAForgetfulLayer(t *testing.T) {
-	layer := &amnesiac{l: memlayer.New()}
+	layer := &amnesiac{l: must.Get(memlayer.New())(t)}
 	keys := keyNames(5)
 	var s1, s2 syncBuffer
 	first := newNode(t, "n1", layer, &s1)
 	for _, k := range keys {
 		first.do(t.Context(), k, "f", succeed)
 	}
-	layer.forget()
+	layer.forget(t)
 	second := newNode(t, "n2", layer, &s2) // a fresh process: no local cache
 	for _, k := range keys {
 		second.do(t.Context(), k, "f", succeed)

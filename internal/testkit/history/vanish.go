@@ -12,16 +12,17 @@ import "fmt"
 // handler a framework ran after the Store had answered and released the
 // key, say, or a result the Store forgot. Keys whose record may have
 // expired are skipped: their executions may be kept and then forgotten;
-// so are keys finalised as not replayable, whose tombstone an undelivered
-// success may be, and second runs after the key was done, which check 5
-// reports.
+// so are keys finalised as not replayable, whose kept result (a
+// middleware tombstone, or the Store's marker of a result too large) an
+// undelivered success may be, and second runs after the key was done,
+// which check 5 reports.
 func (kc *keyCheck) vanished() {
 	if kc.expired {
 		return
 	}
 	for _, x := range kc.k.calls {
 		if x.Outcome == NotReplayable {
-			return // an undelivered success may be the one kept as a tombstone
+			return // an undelivered success may be the one kept as not replayable
 		}
 	}
 	execs := kc.k.execs

@@ -7,6 +7,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
 	"github.com/idemkit/idem/sqllayer"
@@ -77,7 +78,7 @@ func build(t testing.TB, name string, r *testenv.Redis, s *testenv.SQL) *Stack {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := sqllayer.New(db, st.sqlOptions()...).Init(ctx); err != nil {
+	if err := must.Get(sqllayer.New(db, st.sqlOptions()...))(t).Init(ctx); err != nil {
 		t.Fatalf("Init on %s: %v", s.Kind, err)
 	}
 	return st
@@ -104,14 +105,14 @@ func (st *Stack) DB(t testing.TB) *bun.DB {
 // SQLLayer returns a SQL layer over a pool of its own.
 func (st *Stack) SQLLayer(t testing.TB, opts ...sqllayer.Option) *sqllayer.Layer {
 	t.Helper()
-	return sqllayer.New(st.DB(t), append(st.sqlOptions(), opts...)...)
+	return must.Get(sqllayer.New(st.DB(t), append(st.sqlOptions(), opts...)...))(t)
 }
 
 // RedisLayer returns a Redis layer over a client of its own, closed when the
 // test ends.
 func (st *Stack) RedisLayer(t testing.TB, opts ...redislayer.Option) *redislayer.Layer {
 	t.Helper()
-	l := redislayer.New(st.Redis.Client(t), append([]redislayer.Option{redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(2 * time.Second)}, opts...)...)
+	l := must.Get(redislayer.New(st.Redis.Client(t), append([]redislayer.Option{redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(2 * time.Second)}, opts...)...))(t)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
