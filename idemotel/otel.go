@@ -66,7 +66,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	}
 }
 
-// New returns an Observer over the providers the options name.
+// New returns an Observer over the providers the options name (by default
+// the global ones, otel.GetTracerProvider and otel.GetMeterProvider). A nil
+// provider is an error that wraps idem.ErrConfig.
 func New(opts ...Option) (*Observer, error) {
 	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	var errs []error
@@ -79,7 +81,7 @@ func New(opts ...Option) (*Observer, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", idem.ErrConfig, err)
 	}
 	o := &Observer{tracer: c.tp.Tracer(ScopeName)}
 	m := c.mp.Meter(ScopeName)
