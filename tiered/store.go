@@ -110,6 +110,16 @@ func New(opts ...Option) (*Store, error) {
 		s.health.clean.Store(true)
 	}
 	s.base, s.stop = context.WithCancelCause(context.Background())
+	if j := cfg.janitor; j != nil && s.track() {
+		go func() {
+			defer s.wg.Done()
+			ctx := s.base
+			if s.obs != nil {
+				ctx = idem.ContextWithObserver(ctx, s.obs)
+			}
+			_ = j.Run(ctx) // it reports its own failures; it returns when ctx ends
+		}()
+	}
 	return s, nil
 }
 
