@@ -35,6 +35,18 @@ type Collector struct {
 	swept    prometheus.Counter
 	answers  *prometheus.CounterVec
 	end      func(idem.CallEnd) // endCall, bound once
+
+	callSeries  seriesCache[callSeries]
+	eventSeries seriesCache[prometheus.Counter]
+	// timeSeries: tier_duration_seconds by (0 ok, 1 error), then
+	// work_duration_seconds (2) and wait_duration_seconds (3), by tier.
+	timeSeries seriesCache[prometheus.Observer]
+}
+
+// callSeries are the series one call's end updates.
+type callSeries struct {
+	count prometheus.Counter
+	time  prometheus.Observer
 }
 
 // Option configures a Collector. An option given nonsense makes New fail.
@@ -151,19 +163,25 @@ func New(opts ...Option) (*Collector, error) {
 
 // Observe implements idem.Observer.
 func (c *Collector) Observe(_ context.Context, e idem.Event) {
-	tier := e.Tier.String()
+	tier := e.Tier.String() // a constant: no allocation
 	switch e.Kind {
 	case idem.EventTierCall:
-		result := "ok"
+		result, failed := "ok", 0
 		if e.Err != nil {
-			result = "error"
+			result, failed = "error", 1
 		}
-		c.tierTime.WithLabelValues(tier, result).Observe(e.Duration.Seconds())
+		c.timeSeries.load(failed, int(e.Tier), func() prometheus.Observer {
+			return c.tierTime.WithLabelValues(tier, result)
+		}).Observe(e.Duration.Seconds())
 		return // counted by the histogram
 	case idem.EventNew:
-		c.work.WithLabelValues(tier).Observe(e.Duration.Seconds())
+		c.timeSeries.load(2, int(e.Tier), func() prometheus.Observer {
+			return c.work.WithLabelValues(tier)
+		}).Observe(e.Duration.Seconds())
 	case idem.EventWaited:
-		c.wait.WithLabelValues(tier).Observe(e.Duration.Seconds())
+		c.timeSeries.load(3, int(e.Tier), func() prometheus.Observer {
+			return c.wait.WithLabelValues(tier)
+		}).Observe(e.Duration.Seconds())
 	case idem.EventFallbackOn:
 		c.fallback.WithLabelValues(tier).Set(1)
 	case idem.EventFallbackOff:
@@ -171,7 +189,9 @@ func (c *Collector) Observe(_ context.Context, e idem.Event) {
 	case idem.EventSwept:
 		c.swept.Add(float64(e.N))
 	}
-	c.events.WithLabelValues(e.Kind.String(), tier).Inc()
+	c.eventSeries.load(int(e.Kind), int(e.Tier), func() prometheus.Counter {
+		return c.events.WithLabelValues(e.Kind.String(), tier)
+	}).Inc()
 }
 
 // StartCall implements idem.Tracer: the Store calls it for every caller,
@@ -182,9 +202,12 @@ func (c *Collector) StartCall(ctx context.Context, _ idem.Key) (context.Context,
 }
 
 func (c *Collector) endCall(e idem.CallEnd) {
-	outcome := e.Outcome.String()
-	c.calls.WithLabelValues(outcome, e.Tier.String()).Inc()
-	c.callTime.WithLabelValues(outcome).Observe(e.Duration.Seconds())
+	s := c.callSeries.load(int(e.Outcome), int(e.Tier), func() callSeries {
+		outcome := e.Outcome.String()
+		return callSeries{c.calls.WithLabelValues(outcome, e.Tier.String()), c.callTime.WithLabelValues(outcome)}
+	})
+	s.count.Inc()
+	s.time.Observe(e.Duration.Seconds())
 }
 
 // ObserveAnswer implements middleware.AnswerObserver: give the Collector to
