@@ -44,7 +44,7 @@ type attrCache struct {
 	outcome [maxOutcomes]attribute.KeyValue
 	tier    [maxTiers]attribute.KeyValue
 	call    [maxOutcomes][maxTiers]metric.MeasurementOption // outcome, tier
-	callDur [maxOutcomes]metric.MeasurementOption          // outcome
+	callDur [maxOutcomes]metric.MeasurementOption           // outcome
 	event   [maxKinds][maxTiers]metric.MeasurementOption    // event, tier
 	byTier  [maxTiers]metric.MeasurementOption              // tier
 }
