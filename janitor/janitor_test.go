@@ -189,7 +189,7 @@ func TestCrashedSweeperHoldsTheLockAtMostItsTTL(t *testing.T) {
 			st.Redis.Mini.ClockTTL(true) // TTLs run down by the wall clock, as a server's do
 		}
 		l := st.SQLLayer(t)
-		const ttl = 300 * time.Millisecond
+		const ttl = 1500 * time.Millisecond // refreshed every 500 ms, each within 500 ms: slack for a loaded machine
 		key := st.Prefix + "janitor"
 		crashing := client(t, st.Redis)
 		entered, crash := make(chan struct{}), make(chan struct{})
