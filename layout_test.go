@@ -86,7 +86,7 @@ func TestImportRules(t *testing.T) {
 			}
 		})
 	}
-	t.Run("no SQL driver", func(t *testing.T) {
+	t.Run("no SQL driver, no integration library", func(t *testing.T) {
 		out, err := exec.Command("go", "list", "./...").Output()
 		if err != nil {
 			t.Fatalf("go list: %v", err)
@@ -110,10 +110,21 @@ func TestImportRules(t *testing.T) {
 						t.Errorf("%s links the SQL driver package %s", pkg, d)
 					}
 				}
+				for _, lib := range integrations {
+					if strings.HasPrefix(d, lib) {
+						t.Errorf("%s links %s, which belongs in an integration module of its own", pkg, d)
+					}
+				}
 			}
 		}
 	})
 }
+
+// integrations are the import paths of the libraries that only the
+// integration modules (idemgin, idemecho, idemgrpc, idemprom, idemotel)
+// may link: no package of the core does.
+var integrations = []string{"github.com/gin-gonic/", "github.com/labstack/echo", "google.golang.org/grpc",
+	"google.golang.org/protobuf", "google.golang.org/genproto", "github.com/prometheus/", "go.opentelemetry.io/"}
 
 // Every package of the module has a doc.go.
 func TestEveryPackageHasDocGo(t *testing.T) {

@@ -1,0 +1,76 @@
+package idemgrpc_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/idemkit/idem/idemgrpc"
+	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/tiered"
+)
+
+// A retried call with the same key gets the first answer; the handler runs
+// once. A call without a key is refused when keys are required.
+func ExampleUnaryServerInterceptor() {
+	mem, err := memlayer.New() // in production: redislayer and sqllayer
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(mem))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	icpt, err := idemgrpc.UnaryServerInterceptor(store, idemgrpc.WithRequire(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	runs := 0
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(icpt))
+	srv.RegisterService(&serviceDesc, &service{charge: func(_ context.Context, req *structpb.Struct) (*structpb.Struct, error) {
+		runs++
+		return structpb.NewStruct(map[string]any{"payment": "p-1", "amount": req.GetFields()["amount"].GetNumberValue()})
+	}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	req, _ := structpb.NewStruct(map[string]any{"amount": 100})
+	for _, key := range []string{"order-7", "order-7", ""} {
+		ctx := context.Background()
+		if key != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "idempotency-key", key)
+		}
+		var header metadata.MD
+		resp := new(structpb.Struct)
+		err := conn.Invoke(ctx, "/idemtest.Payments/Charge", req, resp, grpc.Header(&header))
+		if err != nil {
+			fmt.Println(status.Code(err), status.Convert(err).Message())
+			continue
+		}
+		fmt.Println(resp.AsMap(), "replayed:", header.Get(idemgrpc.ReplayedHeader))
+	}
+	fmt.Println("handler runs:", runs)
+	// Output:
+	// map[amount:100 payment:p-1] replayed: []
+	// map[amount:100 payment:p-1] replayed: [true]
+	// InvalidArgument this call must carry an idempotency key
+	// handler runs: 1
+}

@@ -1,0 +1,171 @@
+package idemgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/fingerprint"
+	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/tiered"
+)
+
+// interceptor holds one configuration; its method intercept is the
+// grpc.UnaryServerInterceptor.
+type interceptor struct {
+	store *tiered.Store
+	fp    *fingerprint.Builder
+	c     config
+}
+
+// UnaryServerInterceptor returns a unary server interceptor that runs each
+// call carrying an idempotency key once per key through store, across
+// every server that shares store's tiers, and answers every duplicate with
+// the stored response (see the package documentation for the flow and the
+// status codes).
+//
+//	icpt, err := idemgrpc.UnaryServerInterceptor(store)
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(recovery, auth, icpt))
+//
+// A nil store and options given nonsense make it fail with one error that
+// names each fault and wraps idem.ErrConfig (a malformed field path also
+// wraps fingerprint.ErrInvalidPath).
+func UnaryServerInterceptor(store *tiered.Store, opts ...Option) (grpc.UnaryServerInterceptor, error) {
+	c := defaults()
+	var errs []error
+	if store == nil {
+		errs = append(errs, errors.New("nil store"))
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// No limit of the interceptor's own: the server's receive limit has
+	// bounded the message already. Names match exactly whatever opts say.
+	fpOpts := append([]fingerprint.Option{fingerprint.WithMaxBytes(0)}, c.fpOpts...)
+	fp, err := fingerprint.New(append(fpOpts, fingerprint.WithCaseSensitiveNames(true))...)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("WithFingerprint: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: idemgrpc: %w", idem.ErrConfig, err)
+	}
+	i := &interceptor{store: store, fp: fp, c: c}
+	return i.intercept, nil
+}
+
+func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md[i.c.keyName] // incoming keys are lower case
+	if len(vals) == 0 {
+		if i.c.require {
+			return nil, i.err(probKeyMissing, "")
+		}
+		return handler(ctx, req)
+	}
+	clientKey, err := middleware.ParseKeyHeader(vals)
+	if err != nil {
+		return nil, i.err(probKeyMalformed, clientText(err))
+	}
+	msg, ok := req.(proto.Message)
+	if !ok {
+		return nil, i.err(probFailed, "")
+	}
+	fp, err := Fingerprint(i.fp, info.FullMethod, msg)
+	if err != nil {
+		p, fromErr := fingerprintProblem(err)
+		if fromErr {
+			return nil, i.err(p, clientText(err))
+		}
+		return nil, i.err(p, "")
+	}
+	scope := info.FullMethod
+	if i.c.scope != nil {
+		// A method name has no space: the first one ends it.
+		scope += " " + i.c.scope(ctx, info.FullMethod)
+	}
+	x := &execution{i: i, req: req, method: info.FullMethod, handler: handler}
+	res, err := i.store.Do(ctx, idem.NewKey(scope, clientKey), fp, x.run)
+	return i.answer(ctx, x, res, err)
+}
+
+// answer turns what Do returned into the call's answer.
+func (i *interceptor) answer(ctx context.Context, x *execution, res tiered.Result, err error) (any, error) {
+	if ctx.Err() != nil && err != nil && errors.Is(err, context.Cause(ctx)) {
+		return nil, contextStatus(ctx) // the work goes on for the others
+	}
+	var hf *handlerFailed
+	switch {
+	case !res.Replayed && (err == nil || errors.Is(err, tiered.ErrNotReplayable)) && x.ran:
+		// This call's handler ran and the Store kept its answer (or
+		// recorded that it could not): the handler's own answer.
+		return x.resp, x.err
+	case errors.As(err, &hf):
+		// The handler failed and the policy did not keep the failure: the
+		// key is released, and every call of this execution gets it.
+		i.markReplay(ctx, res.Replayed)
+		return nil, hf.err
+	case res.Value != nil && (err == nil || errors.Is(err, tiered.ErrNotReplayable)):
+		// A stored answer, or the answer of the execution this call
+		// shared (whose value reaches its callers even when too large to
+		// store).
+		return i.replay(ctx, res.Value)
+	}
+	return nil, i.err(storeProblem(err), "")
+}
+
+// replay answers with a stored answer.
+func (i *interceptor) replay(ctx context.Context, v []byte) (any, error) {
+	a, err := decodeAnswer(v)
+	if err != nil {
+		return nil, i.err(probFailed, "")
+	}
+	var resp proto.Message
+	if a.response != nil {
+		// The type is looked up in protoregistry.GlobalTypes, where
+		// generated code registers every message it declares.
+		if resp, err = a.response.UnmarshalNew(); err != nil {
+			return nil, i.err(probFailed, "")
+		}
+	}
+	if len(a.header) > 0 {
+		_ = grpc.SetHeader(ctx, a.header)
+	}
+	if len(a.trailer) > 0 {
+		_ = grpc.SetTrailer(ctx, a.trailer)
+	}
+	i.markReplay(ctx, true)
+	if a.status != nil {
+		return nil, status.ErrorProto(a.status)
+	}
+	return resp, nil
+}
+
+// markReplay sets ReplayedHeader when the call did not run the handler.
+// The call's stream refuses it only when the header went out already.
+func (i *interceptor) markReplay(ctx context.Context, replayed bool) {
+	if replayed && i.c.replayHeader {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(ReplayedHeader, "true"))
+	}
+}
+
+// clientText turns an error about the client's input into words for the
+// client: without the Go package prefixes of the error chain.
+func clientText(err error) string {
+	s := err.Error()
+	for _, prefix := range [...]string{"middleware: ", "fingerprint: ", "idemgrpc: ", "idem: "} {
+		s = strings.ReplaceAll(s, prefix, "")
+	}
+	return s
+}

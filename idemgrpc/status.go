@@ -1,0 +1,133 @@
+package idemgrpc
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/fingerprint"
+	"github.com/idemkit/idem/tiered"
+)
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo detail on every
+// status the interceptor answers of its own; its Reason is one of the
+// Reason constants.
+const ErrorDomain = "idem.idemkit.github.com"
+
+// The reasons of the ErrorInfo detail, one per situation (the package
+// documentation has the table). A client tells the interceptor's answers
+// from its handlers' by ErrorDomain and these.
+const (
+	ReasonKeyMissing     = "IDEMPOTENCY_KEY_MISSING"     // InvalidArgument
+	ReasonKeyMalformed   = "IDEMPOTENCY_KEY_MALFORMED"   // InvalidArgument
+	ReasonRequestInvalid = "REQUEST_NOT_FINGERPRINTABLE" // InvalidArgument, or ResourceExhausted when too large
+	ReasonInFlight       = "REQUEST_IN_FLIGHT"           // Aborted, with RetryInfo
+	ReasonLeaseLost      = "LEASE_LOST"                  // Aborted, with RetryInfo
+	ReasonMismatch       = "IDEMPOTENCY_KEY_REUSED"      // FailedPrecondition
+	ReasonUnavailable    = "STORE_UNAVAILABLE"           // Unavailable, with RetryInfo
+	ReasonPending        = "RESULT_PENDING"              // Unavailable, with RetryInfo
+	ReasonNotReplayable  = "NOT_REPLAYABLE"              // FailedPrecondition
+	ReasonFailed         = "FAILED"                      // Internal
+)
+
+// problem is one of the interceptor's own answers.
+type problem struct {
+	code   codes.Code
+	reason string
+	msg    string
+	retry  bool // with RetryInfo
+	// delay picks the RetryInfo delay: in flight (true) or unavailable.
+	inFlight bool
+}
+
+var (
+	probKeyMissing    = problem{code: codes.InvalidArgument, reason: ReasonKeyMissing, msg: "this call must carry an idempotency key"}
+	probKeyMalformed  = problem{code: codes.InvalidArgument, reason: ReasonKeyMalformed, msg: "malformed idempotency key"}
+	probInvalid       = problem{code: codes.InvalidArgument, reason: ReasonRequestInvalid, msg: "the request message cannot be fingerprinted"}
+	probTooLarge      = problem{code: codes.ResourceExhausted, reason: ReasonRequestInvalid, msg: "the request message is too large to fingerprint"}
+	probInFlight      = problem{code: codes.Aborted, reason: ReasonInFlight, msg: "a call with this idempotency key is still being processed; retry later", retry: true, inFlight: true}
+	probLeaseLost     = problem{code: codes.Aborted, reason: ReasonLeaseLost, msg: "the call ran, but another owner took its idempotency key over; retry to receive that owner's answer", retry: true, inFlight: true}
+	probMismatch      = problem{code: codes.FailedPrecondition, reason: ReasonMismatch, msg: "this idempotency key was used for a different request"}
+	probUnavailable   = problem{code: codes.Unavailable, reason: ReasonUnavailable, msg: "the idempotency store is unavailable; the call was not processed; retry later", retry: true}
+	probPending       = problem{code: codes.Unavailable, reason: ReasonPending, msg: "the call was processed, but its answer could not be stored yet; retry later to receive it", retry: true}
+	probNotReplayable = problem{code: codes.FailedPrecondition, reason: ReasonNotReplayable, msg: "the call with this idempotency key was processed, but its answer was too large to be stored"}
+	probPanic         = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call failed: its handler panicked"}
+	probFailed        = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call could not be completed"}
+)
+
+// err returns the status error of p, with detail (the client's fault, in
+// words) after its message when given.
+func (i *interceptor) err(p problem, detail string) error {
+	msg := p.msg
+	if detail != "" {
+		msg += ": " + detail
+	}
+	st := status.New(p.code, msg)
+	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: p.reason, Domain: ErrorDomain}}
+	if p.retry {
+		d := i.c.unavailable
+		if p.inFlight {
+			d = i.c.inFlight
+		}
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	}
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+// storeProblem classifies an error of Store.Do that is not the handler's
+// own.
+func storeProblem(err error) problem {
+	var pe *tiered.PanicError
+	switch {
+	case errors.As(err, &pe):
+		return probPanic
+	case errors.Is(err, idem.ErrMismatch):
+		return probMismatch
+	case errors.Is(err, idem.ErrInFlight):
+		return probInFlight
+	case errors.Is(err, idem.ErrLeaseLost):
+		return probLeaseLost
+	case errors.Is(err, idem.ErrConfig):
+		// A setup mistake on the server: no retry helps, and its details
+		// are the operator's, not the client's.
+		return probFailed
+	case errors.Is(err, tiered.ErrPending):
+		return probPending
+	case errors.Is(err, tiered.ErrNotReplayable):
+		return probNotReplayable
+	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, idem.ErrClosed):
+		return probUnavailable
+	}
+	return probFailed
+}
+
+// fingerprintProblem classifies an error of Fingerprint, and whether its
+// text describes the client's message.
+func fingerprintProblem(err error) (problem, bool) {
+	switch {
+	case errors.Is(err, fingerprint.ErrBodyTooLarge):
+		return probTooLarge, true
+	case errors.Is(err, fingerprint.ErrInvalidJSON), errors.Is(err, fingerprint.ErrDuplicateMember),
+		errors.Is(err, fingerprint.ErrNumberRange), errors.Is(err, fingerprint.ErrInvalidString),
+		errors.Is(err, fingerprint.ErrTooDeep):
+		return probInvalid, true
+	}
+	// protojson could not write the message (an Any of a type this server
+	// does not link in): the server's setup, not the client's fault.
+	return probFailed, false
+}
+
+// contextStatus is the answer to a call whose own context ended while it
+// waited: Canceled or DeadlineExceeded.
+func contextStatus(ctx context.Context) error {
+	return status.FromContextError(ctx.Err()).Err()
+}
