@@ -1,0 +1,150 @@
+package idemtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// app is the handler behind the middleware in every row. Each endpoint
+// counts its runs, so a row can tell an execution from a replay: every
+// response body carries the run number.
+type app struct {
+	runs    atomic.Int64
+	release chan struct{} // closed to let /slow finish
+	once    sync.Once
+	started chan struct{} // receives once per /slow run, when it started
+}
+
+// newApp returns an app whose /slow handlers wait until Release.
+func newApp() *app {
+	return &app{release: make(chan struct{}), started: make(chan struct{}, 64)}
+}
+
+// Runs returns how many times any endpoint ran.
+func (a *app) Runs() int64 { return a.runs.Load() }
+
+// Release lets every /slow handler, running or to come, finish.
+func (a *app) Release() { a.once.Do(func() { close(a.release) }) }
+
+// Started waits until a /slow handler started, or fails after d.
+func (a *app) Started(d time.Duration) bool {
+	select {
+	case <-a.started:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+type payment struct {
+	Amount   json.Number `json:"amount"`
+	Currency string      `json:"currency"`
+}
+
+// ServeHTTP routes to the endpoints:
+//
+//	POST /pay, PATCH /pay  201, Location, ETag, Set-Cookie, X-Internal, JSON body
+//	GET  /pay              200 JSON
+//	POST /other            200 JSON (another route for mismatch rows)
+//	POST /status/{code}    that status, JSON body
+//	POST /panic            panics before writing; /panic?late=1 after writing
+//	POST /flush            sets a write deadline, writes, flushes, writes
+//	POST /hijack           hijacks the connection and answers on it
+//	POST /big?size=n       n bytes; &cl=1 declares Content-Length first
+//	POST /slow             waits for Release (or the context), then as /pay
+func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := a.runs.Add(1)
+	path := r.URL.Path
+	switch {
+	case path == "/pay" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"get":%d}`, n))
+	case path == "/pay":
+		a.pay(w, r, n)
+	case path == "/other":
+		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"route":"other","run":%d}`, n))
+	case strings.HasPrefix(path, "/status/"):
+		code, _ := strconv.Atoi(strings.TrimPrefix(path, "/status/"))
+		writeJSON(w, code, fmt.Sprintf(`{"status":%d,"run":%d}`, code, n))
+	case path == "/panic":
+		if r.URL.Query().Get("late") != "" {
+			writeJSON(w, http.StatusOK, `{"partial":`)
+			http.NewResponseController(w).Flush()
+		}
+		panic("idemtest: handler panic")
+	case path == "/flush":
+		rc := http.NewResponseController(w)
+		// Deadlines reach the server's writer only if every wrapper unwraps.
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			writeJSON(w, http.StatusInternalServerError, fmt.Sprintf(`{"deadline":%q}`, err))
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "part1;")
+		if err := rc.Flush(); err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(w, "part2;run=%d", n)
+	case path == "/hijack":
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, fmt.Sprintf(`{"hijack":%q}`, err))
+			return
+		}
+		defer conn.Close()
+		body := fmt.Sprintf("hijacked;run=%d", n)
+		fmt.Fprintf(brw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		brw.Flush()
+	case path == "/big":
+		size, _ := strconv.Atoi(r.URL.Query().Get("size"))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if r.URL.Query().Get("cl") != "" {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+		}
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(strings.Repeat("x", size)))
+	case path == "/slow":
+		a.started <- struct{}{}
+		select {
+		case <-a.release:
+		case <-r.Context().Done():
+			writeJSON(w, http.StatusServiceUnavailable, `{"cancelled":true}`)
+			return
+		}
+		a.pay(w, r, n)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (a *app) pay(w http.ResponseWriter, r *http.Request, n int64) {
+	var p payment
+	body, err := io.ReadAll(r.Body)
+	if err == nil && len(body) > 0 {
+		err = json.Unmarshal(body, &p)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, `{"error":"bad payment"}`)
+		return
+	}
+	h := w.Header()
+	h.Set("Location", fmt.Sprintf("/payments/%d", n))
+	h.Set("ETag", fmt.Sprintf(`"%d"`, n))
+	h.Set("Link", `</payments>; rel="collection"`)
+	h.Add("Set-Cookie", fmt.Sprintf("session=s%d", n))
+	h.Set("X-Internal", "secret")
+	tenant, _ := json.Marshal(r.Header.Get("X-Tenant"))
+	writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"run":%d,"tenant":%s,"amount":%q,"currency":%q}`, n, tenant, p.Amount, p.Currency))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+}
