@@ -12,6 +12,11 @@ import (
 	"time"
 )
 
+// unreleased is how long a /slow handler waits for its row to release it.
+// A row releases it at once when the middleware works; a stack that lets a
+// duplicate reach the handler then fails the row instead of hanging.
+const unreleased = 10 * time.Second
+
 // app is the handler behind the middleware in every row. Each endpoint
 // counts its runs, so a row can tell an execution from a replay: every
 // response body carries the run number.
@@ -58,7 +63,7 @@ type payment struct {
 //	POST /flush            sets a write deadline, writes, flushes, writes
 //	POST /hijack           hijacks the connection and answers on it
 //	POST /big?size=n       n bytes; &cl=1 declares Content-Length first
-//	POST /slow             waits for Release (or the context), then as /pay
+//	POST /slow             waits for Release (or the context, or unreleased), then as /pay
 func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := a.runs.Add(1)
 	path := r.URL.Path
@@ -115,6 +120,9 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-a.release:
 		case <-r.Context().Done():
 			writeJSON(w, http.StatusServiceUnavailable, `{"cancelled":true}`)
+			return
+		case <-time.After(unreleased):
+			writeJSON(w, http.StatusServiceUnavailable, `{"unreleased":true}`)
 			return
 		}
 		a.pay(w, r, n)

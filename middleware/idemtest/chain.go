@@ -55,7 +55,7 @@ func (a *chainApp) Later(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // ServeHTTP is the route's handler: 201 with the run number; /panic panics
-// the first time; /slow waits for release first.
+// the first time; /slow waits for Release first (at most unreleased).
 func (a *chainApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := a.runs.Add(1)
 	switch r.URL.Path {
@@ -64,8 +64,16 @@ func (a *chainApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic("idemtest: handler panic")
 		}
 	case "/slow":
-		a.started <- struct{}{}
-		<-a.release
+		select {
+		case a.started <- struct{}{}:
+		default: // a duplicate the middleware let through
+		}
+		select {
+		case <-a.release:
+		case <-time.After(unreleased):
+			writeJSON(w, http.StatusServiceUnavailable, `{"unreleased":true}`)
+			return
+		}
 	}
 	if r.Method == http.MethodGet {
 		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"get":%d}`, n))
