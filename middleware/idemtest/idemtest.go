@@ -58,16 +58,17 @@ type Stack struct {
 	Tiers Tiers
 
 	// StoreOptions are added to every Store the kit builds, after the tiers
-	// and before the options a row sets (a short Wait, a short lease): your
-	// local cache, observer or Redis fallback. Options that change what the
-	// middleware answers (tiered.WithFailOpen) make rows fail. None by
-	// default.
+	// and the kit's timeouts (2 s per Redis call, 10 s per SQL call: shared
+	// test servers are slow, not dead) and before the options a row sets (a
+	// short Wait, a short lease): your local cache, observer or Redis
+	// fallback. Options that change what the middleware answers
+	// (tiered.WithFailOpen) make rows fail. None by default.
 	StoreOptions []tiered.Option
 }
 
-// Memory returns Tiers over two in-process memlayers, one per tier, shared
-// by every instance: the service as it behaves with its own Redis and
-// database, without either.
+// Memory returns Tiers over two in-process memlayers, one as the Redis tier
+// and one as the SQL tier, shared by every instance: the Store's full
+// behaviour with no service to run.
 func Memory(t testing.TB) Tiers {
 	t.Helper()
 	redis, err := memlayer.New()

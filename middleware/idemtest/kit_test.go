@@ -1,13 +1,16 @@
 package idemtest
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/tiered"
 )
@@ -43,6 +46,25 @@ func TestStackCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunNetHTTP runs the kit on net/http over memory layers, with an
+// observer among the stack's Store options: its events show that the
+// options reach the Stores the kit builds (one function builds them all).
+func TestRunNetHTTP(t *testing.T) {
+	var events atomic.Int64
+	t.Cleanup(func() { // after every row
+		if events.Load() == 0 {
+			t.Error("the stack's observer saw no event")
+		}
+	})
+	Run(t, Stack{
+		Mount: guarded,
+		Tiers: Memory(t),
+		StoreOptions: []tiered.Option{tiered.WithObserver(idem.ObserverFunc(func(context.Context, idem.Event) {
+			events.Add(1)
+		}))},
+	})
 }
 
 // broken are stacks with a mistake the kit must find, by the name the
