@@ -20,7 +20,7 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// env is what one row runs in: the kit, one App, any number of instances
+// env is what one row runs in: the kit, one app, any number of instances
 // (servers with their own Store) over the stack's tiers.
 type env struct {
 	*kit

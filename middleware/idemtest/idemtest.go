@@ -11,15 +11,16 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// Mount puts the idempotency middleware, built over store with opts, in
-// front of h in the stack under test, and returns the server's handler or
-// the error of the middleware's constructor (a row that gives it bad
-// options fails with that error). The handler must route every method and
-// every path to h, and h must see the request and the writer that the
-// framework hands to its own handlers (gin.WrapH, echo.WrapHandler).
-// Whatever else the stack puts around the middleware — recovery, logging —
-// belongs in it too; a middleware that refuses the kit's requests (an
-// authentication check) does not.
+// Mount puts the idempotency middleware, built over store with exactly
+// opts, in front of h in the stack under test, and returns the server's
+// handler or the error of the middleware's constructor. Each row sets the
+// options it checks; options of the service's own (a required key, a
+// scope) change the answers the rows expect. The handler must route every
+// method and every path to h, and h must see the request and the writer
+// that the framework hands to its own handlers (gin.WrapH,
+// echo.WrapHandler). Whatever else the stack puts around the middleware —
+// recovery, logging — belongs in it too; a middleware that refuses the
+// kit's requests (an authentication check) does not.
 type Mount func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error)
 
 // Chain is a Mount with one more middleware after the idempotency
