@@ -21,6 +21,10 @@ func deps(t *testing.T, pkg string) []string {
 // program links the driver of the database it uses and no other.
 var sqlDrivers = []string{"github.com/jackc/", "github.com/go-sql-driver/", "modernc.org/sqlite", "github.com/lib/pq", "github.com/mattn/"}
 
+// thirdParty, in a list of forbidden imports, matches a package of any
+// module but the core and the standard library.
+const thirdParty = "third-party"
+
 // The layout rules of the design, checked on the real import graph: the
 // root package has no third-party imports, the layers never import each
 // other, HTTP frameworks appear only in their adapters, and no package of
@@ -67,6 +71,11 @@ func TestImportRules(t *testing.T) {
 		{mod + "/middleware/idemecho", but(echo)},
 		{mod + "/idemprom", but(prom)},
 		{mod + "/idemotel", but(otel)},
+		// The kit runs in users' tests: the standard library and the core
+		// packages it needs, no third-party module (no framework, no
+		// client, no driver) and no test rig that opens services.
+		{mod + "/middleware/idemtest", []string{thirdParty, mod + "/redislayer", mod + "/sqllayer",
+			mod + "/internal/testkit/stacktest", mod + "/internal/testkit/testenv"}},
 	} {
 		t.Run(strings.TrimPrefix(tc.pkg, mod+"/"), func(t *testing.T) {
 			for _, d := range deps(t, tc.pkg) {
@@ -75,9 +84,12 @@ func TestImportRules(t *testing.T) {
 				}
 				for _, f := range tc.forbidden {
 					bad := strings.HasPrefix(d, f)
-					if f == "." {
-						first, _, _ := strings.Cut(d, "/")
+					first, _, _ := strings.Cut(d, "/")
+					switch f {
+					case ".":
 						bad = strings.Contains(first, ".")
+					case thirdParty:
+						bad = strings.Contains(first, ".") && d != mod && !strings.HasPrefix(d, mod+"/")
 					}
 					if bad {
 						t.Errorf("%s imports %s", tc.pkg, d)
@@ -98,7 +110,7 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 		for _, pkg := range []string{mod, mod + "/tiered", mod + "/redislayer", mod + "/sqllayer", mod + "/fingerprint",
-			mod + "/middleware", mod + "/memlayer", mod + "/storetest"} {
+			mod + "/middleware", mod + "/middleware/idemtest", mod + "/memlayer", mod + "/storetest"} {
 			if !core[pkg] {
 				t.Errorf("%s is not a package of the core module", pkg)
 			}

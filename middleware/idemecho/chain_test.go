@@ -11,39 +11,8 @@ import (
 
 	"github.com/idemkit/idem/internal/testkit/behaviour"
 	"github.com/idemkit/idem/internal/testkit/must"
-	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
-	"github.com/idemkit/idem/tiered"
 )
-
-// later turns the rig's later function into Echo middleware.
-func later(fn func(http.ResponseWriter, *http.Request) bool) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if !fn(c.Response(), c.Request()) {
-				return nil
-			}
-			return next(c)
-		}
-	}
-}
-
-func TestChain(t *testing.T) {
-	for _, s := range setups {
-		t.Run(s.name, func(t *testing.T) {
-			behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error) {
-				e := s.new()
-				mw, err := idemecho.Middleware(store, opts...)
-				if err != nil {
-					return nil, err
-				}
-				e.Use(mw, later(fn))
-				e.Any("/*", echo.WrapHandler(h))
-				return e, nil
-			})
-		})
-	}
-}
 
 // TestLaterReturnsError checks that an error a later middleware returns
 // instead of handing on is Echo's answer, judged like any response: a 4xx

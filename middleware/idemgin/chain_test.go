@@ -12,36 +12,7 @@ import (
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemgin"
-	"github.com/idemkit/idem/tiered"
 )
-
-// later turns the rig's later function into gin middleware.
-func later(fn func(http.ResponseWriter, *http.Request) bool) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if !fn(c.Writer, c.Request) {
-			c.Abort()
-			return
-		}
-		c.Next()
-	}
-}
-
-func TestChain(t *testing.T) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			behaviour.RunChain(t, func(store *tiered.Store, opts []middleware.Option, fn func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error) {
-				r := e.new()
-				mw, err := idemgin.Middleware(store, opts...)
-				if err != nil {
-					return nil, err
-				}
-				r.Use(mw, later(fn))
-				r.Any("/*path", gin.WrapH(h))
-				return r, nil
-			})
-		})
-	}
-}
 
 // outer is what a middleware before idem sees once the chain returns.
 type outer struct {

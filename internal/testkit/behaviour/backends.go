@@ -7,6 +7,7 @@ import (
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/middleware/idemtest"
 )
 
 // Backend is one pair of shared tiers the rows run on. Every instance a row
@@ -15,7 +16,7 @@ import (
 type Backend struct {
 	Name string
 	// Open returns the Redis-tier and SQL-tier layers of one instance.
-	Open func(t testing.TB) (redis, sql idem.Layer)
+	Open idemtest.Tiers
 }
 
 // Backends returns the backends to run on: the memory layers, the embedded

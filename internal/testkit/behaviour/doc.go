@@ -1,8 +1,6 @@
-// Package behaviour is the one behaviour table of package middleware, run
-// against every framework adapter (net/http and chi, Gin, Echo) and every
-// backend (memory layers, miniredis with SQLite, real Redis with Postgres).
-// An adapter's tests call Run with a Mount that puts the middleware in front
-// of a handler in that framework, RunCuts with the same kind of Mount (one
-// per recovery setup), and RunChain with a Chain that adds a middleware of
-// the framework after it.
+// Package behaviour runs the conformance kit of package middleware/idemtest
+// on every backend of the repository's tests (memory layers, miniredis with
+// SQLite, real Redis with Postgres) for each framework adapter's tests
+// (net/http and chi, Gin, Echo), and gives those tests a memory Store and a
+// small client.
 package behaviour

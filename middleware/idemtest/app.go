@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"encoding/json"
@@ -12,29 +12,34 @@ import (
 	"time"
 )
 
-// App is the handler behind the middleware in every row. Each endpoint
+// unreleased is how long a /slow handler waits for its row to release it.
+// A row releases it at once when the middleware works; a stack that lets a
+// duplicate reach the handler then fails the row instead of hanging.
+const unreleased = 10 * time.Second
+
+// app is the handler behind the middleware in every row. Each endpoint
 // counts its runs, so a row can tell an execution from a replay: every
 // response body carries the run number.
-type App struct {
+type app struct {
 	runs    atomic.Int64
 	release chan struct{} // closed to let /slow finish
 	once    sync.Once
 	started chan struct{} // receives once per /slow run, when it started
 }
 
-// NewApp returns an App whose /slow handlers wait until Release.
-func NewApp() *App {
-	return &App{release: make(chan struct{}), started: make(chan struct{}, 64)}
+// newApp returns an app whose /slow handlers wait until Release.
+func newApp() *app {
+	return &app{release: make(chan struct{}), started: make(chan struct{}, 64)}
 }
 
 // Runs returns how many times any endpoint ran.
-func (a *App) Runs() int64 { return a.runs.Load() }
+func (a *app) Runs() int64 { return a.runs.Load() }
 
 // Release lets every /slow handler, running or to come, finish.
-func (a *App) Release() { a.once.Do(func() { close(a.release) }) }
+func (a *app) Release() { a.once.Do(func() { close(a.release) }) }
 
 // Started waits until a /slow handler started, or fails after d.
-func (a *App) Started(d time.Duration) bool {
+func (a *app) Started(d time.Duration) bool {
 	select {
 	case <-a.started:
 		return true
@@ -58,8 +63,8 @@ type payment struct {
 //	POST /flush            sets a write deadline, writes, flushes, writes
 //	POST /hijack           hijacks the connection and answers on it
 //	POST /big?size=n       n bytes; &cl=1 declares Content-Length first
-//	POST /slow             waits for Release (or the context), then as /pay
-func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+//	POST /slow             waits for Release (or the context, or unreleased), then as /pay
+func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := a.runs.Add(1)
 	path := r.URL.Path
 	switch {
@@ -77,7 +82,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, `{"partial":`)
 			http.NewResponseController(w).Flush()
 		}
-		panic("behaviour: handler panic")
+		panic("idemtest: handler panic")
 	case path == "/flush":
 		rc := http.NewResponseController(w)
 		// Deadlines reach the server's writer only if every wrapper unwraps.
@@ -116,6 +121,9 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			writeJSON(w, http.StatusServiceUnavailable, `{"cancelled":true}`)
 			return
+		case <-time.After(unreleased):
+			writeJSON(w, http.StatusServiceUnavailable, `{"unreleased":true}`)
+			return
 		}
 		a.pay(w, r, n)
 	default:
@@ -123,7 +131,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (a *App) pay(w http.ResponseWriter, r *http.Request, n int64) {
+func (a *app) pay(w http.ResponseWriter, r *http.Request, n int64) {
 	var p payment
 	body, err := io.ReadAll(r.Body)
 	if err == nil && len(body) > 0 {

@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"context"
@@ -20,58 +20,84 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// Mount puts the middleware, built over store with opts, in front of h in
-// one framework and returns the server's handler, or the middleware's
-// constructor's error. h must see the requests and writers the framework
-// hands to its own handlers.
-type Mount func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error)
-
-// env is what one row runs in: one backend, one App, any number of
-// instances (servers with their own Store) over the backend.
+// env is what one row runs in: the kit, one app, any number of instances
+// (servers with their own Store) over the stack's tiers.
 type env struct {
-	backend Backend
-	mount   Mount
-	app     *App
-	busy    chan struct{} // a Reserve found a key in progress
+	*kit
+	app  *app
+	busy chan struct{} // a Reserve found a key in progress
 }
 
-func newEnv(t *testing.T, b Backend, m Mount) *env {
-	return &env{backend: b, mount: m, app: NewApp(), busy: make(chan struct{}, 64)}
+func (k *kit) env() *env {
+	return &env{kit: k, app: newApp(), busy: make(chan struct{}, 64)}
 }
 
-// server is one instance: an httptest.Server with its own Store.
-type server struct {
-	*httptest.Server
-	active     atomic.Int64 // requests the server is still serving
+// instance is one instance's Store over the stack's tiers, each tier
+// wrapped to inject faults and to report a Reserve that found a key in
+// progress (to busy, when not nil).
+type instance struct {
 	store      *tiered.Store
-	redis, sql idem.Layer        // the backend's layers, for inspection
-	sqlFaults  *faultlayer.Layer // the SQL tier as the Store sees it
-	redFaults  *faultlayer.Layer // the Redis tier as the Store sees it
+	redis, sql idem.Layer        // the stack's layers, for inspection; either may be nil
+	redFaults  *faultlayer.Layer // the Redis tier as the Store sees it, when there is one
+	sqlFaults  *faultlayer.Layer // the SQL tier as the Store sees it, when there is one
 }
 
-// start starts an instance with the middleware options mw and Store options
-// so (after the tiers).
-func (e *env) start(t *testing.T, mw []middleware.Option, so ...tiered.Option) *server {
-	t.Helper()
-	redis, sql := e.backend.Open(t)
-	s := &server{redis: redis, sql: sql, sqlFaults: faultlayer.New(sql), redFaults: faultlayer.New(redis)}
-	var red idem.Layer = s.redFaults
-	if _, ok := redis.(idem.Waiter); ok {
-		red = s.redFaults.Waiting()
+// deciding returns the faults of the tier whose word is final: SQL, or
+// Redis when there is no SQL tier.
+func (i *instance) deciding() *faultlayer.Layer {
+	if i.sqlFaults != nil {
+		return i.sqlFaults
 	}
-	opts := append([]tiered.Option{
-		tiered.WithRedis(watched(red, e.busy)),
-		tiered.WithSQL(watched(s.sqlFaults, e.busy)),
-		// Shared servers on busy machines: a slow answer is not a dead tier.
-		tiered.WithTimeouts(2*time.Second, 10*time.Second),
-	}, so...)
-	store, err := tiered.New(opts...)
+	return i.redFaults
+}
+
+// open opens the tiers of one instance and builds its Store: the tiers, the
+// kit's timeouts, the stack's options, then so.
+func (k *kit) open(t *testing.T, busy chan<- struct{}, so ...tiered.Option) *instance {
+	t.Helper()
+	i := &instance{}
+	i.redis, i.sql = k.Tiers(t)
+	var opts []tiered.Option
+	if i.redis != nil {
+		i.redFaults = faultlayer.New(i.redis)
+		var red idem.Layer = i.redFaults
+		if _, ok := i.redis.(interface {
+			idem.Waiter
+			idem.Filler
+		}); ok {
+			red = i.redFaults.Waiting()
+		}
+		opts = append(opts, tiered.WithRedis(watched(red, busy)))
+	}
+	if i.sql != nil {
+		i.sqlFaults = faultlayer.New(i.sql)
+		opts = append(opts, tiered.WithSQL(watched(i.sqlFaults, busy)))
+	}
+	// Shared servers on busy machines: a slow answer is not a dead tier.
+	opts = append(opts, tiered.WithTimeouts(2*time.Second, 10*time.Second))
+	opts = append(opts, k.StoreOptions...)
+	store, err := tiered.New(append(opts, so...)...)
 	if err != nil {
 		t.Fatalf("tiered.New: %v", err)
 	}
-	s.store = store
 	t.Cleanup(func() { _ = store.Close() })
-	mounted, err := e.mount(store, mw, e.app)
+	i.store = store
+	return i
+}
+
+// server is one instance of a row: an httptest.Server with its own Store.
+type server struct {
+	*httptest.Server
+	*instance
+	active atomic.Int64 // requests the server is still serving
+}
+
+// start starts an instance with the middleware options mw and Store options
+// so (after the stack's).
+func (e *env) start(t *testing.T, mw []middleware.Option, so ...tiered.Option) *server {
+	t.Helper()
+	s := &server{instance: e.open(t, e.busy, so...)}
+	mounted, err := e.Mount(s.store, mw, e.app)
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}
@@ -86,9 +112,12 @@ func (e *env) start(t *testing.T, mw []middleware.Option, so ...tiered.Option) *
 }
 
 // stored reports whether either tier holds a record for key.
-func (s *server) stored(t *testing.T, key idem.Key) bool {
+func (i *instance) stored(t *testing.T, key idem.Key) bool {
 	t.Helper()
-	for _, l := range []idem.Layer{s.redis, s.sql} {
+	for _, l := range []idem.Layer{i.redis, i.sql} {
+		if l == nil {
+			continue
+		}
 		_, err := l.Get(t.Context(), key)
 		switch {
 		case err == nil:

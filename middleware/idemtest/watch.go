@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"context"
@@ -44,10 +44,11 @@ func (l watchWF) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) e
 }
 
 // watched returns l wrapped so that busy receives when a Reserve finds the
-// key in progress, keeping l's optional interfaces.
+// key in progress, keeping l's optional interfaces; l itself when busy is
+// nil.
 func watched(l idem.Layer, busy chan<- struct{}) idem.Layer {
-	if l == nil {
-		return nil
+	if l == nil || busy == nil {
+		return l
 	}
 	w := &watch{Layer: l, busy: busy}
 	if wf, ok := l.(interface {

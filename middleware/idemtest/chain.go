@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"encoding/json"
@@ -10,23 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/internal/testkit/faultlayer"
-	"github.com/idemkit/idem/internal/testkit/must"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/tiered"
 )
 
-// Chain builds one framework's router for RunChain: the middleware over
-// store with opts, then a middleware native to the framework that calls
-// later and hands the request on only when later returns true, then h as
-// the handler of every route (or the middleware's constructor's error).
-// Recovery middleware, when the framework setup under test has one, goes
-// before the idempotency middleware, where gin.Default and most setups put
-// it.
-type Chain func(store *tiered.Store, opts []middleware.Option, later func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error)
-
-// chainApp is what RunChain mounts: a later middleware and a handler that
+// chainApp is what the chain rows mount: a later middleware and a handler that
 // count their runs, each able to fail once.
 type chainApp struct {
 	later, runs  atomic.Int64
@@ -57,7 +45,7 @@ func (a *chainApp) Later(w http.ResponseWriter, r *http.Request) bool {
 	switch r.URL.Path {
 	case "/later-panic":
 		if a.laterPanic.Swap(false) {
-			panic("behaviour: later middleware panic")
+			panic("idemtest: later middleware panic")
 		}
 	case "/later-abort":
 		writeJSON(w, http.StatusUnauthorized, `{"error":"who are you"}`)
@@ -67,17 +55,25 @@ func (a *chainApp) Later(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // ServeHTTP is the route's handler: 201 with the run number; /panic panics
-// the first time; /slow waits for release first.
+// the first time; /slow waits for Release first (at most unreleased).
 func (a *chainApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := a.runs.Add(1)
 	switch r.URL.Path {
 	case "/panic":
 		if a.handlerPanic.Swap(false) {
-			panic("behaviour: handler panic")
+			panic("idemtest: handler panic")
 		}
 	case "/slow":
-		a.started <- struct{}{}
-		<-a.release
+		select {
+		case a.started <- struct{}{}:
+		default: // a duplicate the middleware let through
+		}
+		select {
+		case <-a.release:
+		case <-time.After(unreleased):
+			writeJSON(w, http.StatusServiceUnavailable, `{"unreleased":true}`)
+			return
+		}
 	}
 	if r.Method == http.MethodGet {
 		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"get":%d}`, n))
@@ -88,28 +84,25 @@ func (a *chainApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // chainServer is one router under test over a Store of its own.
 type chainServer struct {
+	*instance
+	kit    *kit
 	app    *chainApp
-	faults *faultlayer.Layer // the Store's only tier
 	url    string
 	client *http.Client
 }
 
-func startChain(t *testing.T, chain Chain, opts ...middleware.Option) *chainServer {
+// startChain starts an instance with a new chainApp.
+func (k *kit) startChain(t *testing.T, opts ...middleware.Option) *chainServer {
 	t.Helper()
-	return startChainOver(t, chain, newChainApp(), faultlayer.New(must.Get(memlayer.New())(t)), opts...)
+	return k.startChainFor(t, newChainApp(), opts...)
 }
 
-// startChainOver starts an instance over the tier and the app of another:
-// a duplicate in another process, which obeys the Store's Wait.
-func startChainOver(t *testing.T, chain Chain, app *chainApp, tier *faultlayer.Layer, opts ...middleware.Option) *chainServer {
+// startChainFor starts an instance for the app of another: a duplicate in
+// another process, which obeys the Store's Wait.
+func (k *kit) startChainFor(t *testing.T, app *chainApp, opts ...middleware.Option) *chainServer {
 	t.Helper()
-	s := &chainServer{app: app, faults: tier}
-	store, err := tiered.New(tiered.WithSQL(s.faults), tiered.WithWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	h, err := chain(store, opts, s.app.Later, s.app)
+	s := &chainServer{instance: k.open(t, nil, tiered.WithWait(100*time.Millisecond)), kit: k, app: app}
+	h, err := k.mountChain(s.store, opts, app.Later, app)
 	if err != nil {
 		t.Fatalf("chain: %v", err)
 	}
@@ -117,6 +110,19 @@ func startChainOver(t *testing.T, chain Chain, app *chainApp, tier *faultlayer.L
 	t.Cleanup(app.Release) // cleanups run last first: let /slow end, then close
 	s.url, s.client = srv.URL, srv.Client()
 	return s
+}
+
+// mountChain mounts with the stack's Chain, or with its Mount and later
+// as a net/http wrapper of h.
+func (k *kit) mountChain(store *tiered.Store, opts []middleware.Option, later func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error) {
+	if k.Chain != nil {
+		return k.Chain(store, opts, later, h)
+	}
+	return k.Mount(store, opts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if later(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	}))
 }
 
 func (s *chainServer) send(t *testing.T, method, path, key, body string) reply {
@@ -146,12 +152,12 @@ func wantOnly(t *testing.T, r reply) {
 	}
 }
 
-// RunChain checks that nothing after the idempotency middleware runs
-// unless the core hands the request on: every path of the core (passing
-// through, executing, replaying, answering a problem, recovering a panic
-// in a later middleware or in the handler) is driven through a real
+// chain checks that nothing after the idempotency middleware runs unless
+// the middleware hands the request on: every path of the middleware
+// (passing through, executing, replaying, answering a problem, recovering a
+// panic in a later middleware or in the handler) is driven through a real
 // server, counting the runs of a later middleware and of the handler.
-func RunChain(t *testing.T, chain Chain) {
+func (k *kit) chain(t *testing.T) {
 	t.Helper()
 	for _, c := range []struct {
 		name string
@@ -238,7 +244,7 @@ func RunChain(t *testing.T, chain Chain) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the first request never reached the handler")
 			}
-			other := startChainOver(t, chain, s.app, s.faults)
+			other := s.kit.startChainFor(t, s.app)
 			wantProblem(t, other.send(t, "POST", "/slow", k, payBody), http.StatusConflict, middleware.ProblemInFlight)
 			s.app.Release()
 			wg.Wait()
@@ -249,14 +255,14 @@ func RunChain(t *testing.T, chain Chain) {
 			s.want(t, 1, 1)
 		}},
 		{"store down", nil, func(t *testing.T, s *chainServer) {
-			s.faults.Down()
+			s.deciding().Down()
 			wantProblem(t, s.send(t, "POST", "/pay", newKey(), payBody), http.StatusServiceUnavailable, middleware.ProblemUnavailable)
 			s.want(t, 0, 0)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			c.fn(t, startChain(t, chain, c.opts...))
+			c.fn(t, k.startChain(t, c.opts...))
 		})
 	}
 }

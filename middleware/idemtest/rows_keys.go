@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"net/http"

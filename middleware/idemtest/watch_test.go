@@ -1,17 +1,13 @@
-package behaviour
+package idemtest
 
 import (
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // waiting is a layer with the optional interfaces, as the Redis layer has.
 type waiting interface {
@@ -29,6 +25,9 @@ func TestWatchedKeepsOptionalInterfaces(t *testing.T) {
 	wf := faultlayer.New(must.Get(memlayer.New())(t)).Waiting()
 	if _, ok := watched(wf, busy).(waiting); !ok {
 		t.Fatal("a waiting layer lost Wait or Fill")
+	}
+	if l := watched(wf, nil); l != idem.Layer(wf) {
+		t.Fatal("a layer nobody watches was wrapped")
 	}
 	ctx := t.Context()
 	key := idem.NewKey("", "k")

@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"fmt"
@@ -17,14 +17,14 @@ import (
 func storeDown(t *testing.T, e *env) {
 	s := e.start(t, nil)
 	k := newKey()
-	s.sqlFaults.Down()
+	s.deciding().Down()
 	r := s.send(t, request{path: "/pay", key: k, body: payBody})
 	wantProblem(t, r, http.StatusServiceUnavailable, middleware.ProblemUnavailable)
 	if got := r.header.Get("Retry-After"); got != "5" {
 		t.Fatalf("Retry-After %q, want 5", got)
 	}
 	wantRuns(t, e, 0)
-	s.sqlFaults.Up()
+	s.deciding().Up()
 	r = s.send(t, request{path: "/pay", key: k, body: payBody})
 	wantStatus(t, r, http.StatusCreated)
 	wantRuns(t, e, 1)
@@ -38,13 +38,13 @@ func storeDown(t *testing.T, e *env) {
 func completionPending(t *testing.T, e *env) {
 	s := e.start(t, nil, tiered.WithLease(400*time.Millisecond))
 	k := newKey()
-	s.sqlFaults.Fail(fmt.Errorf("%w: completion refused", idem.ErrUnavailable), faultlayer.Complete)
+	s.deciding().Fail(fmt.Errorf("%w: completion refused", idem.ErrUnavailable), faultlayer.Complete)
 	r := s.send(t, request{path: "/pay", key: k, body: payBody})
 	p := wantProblem(t, r, http.StatusServiceUnavailable, middleware.ProblemUnavailable)
 	if r.header.Get("Retry-After") == "" || !strings.Contains(p.Detail, "processed") {
 		t.Fatalf("pending completion answered %+v, Retry-After %q", p, r.header.Get("Retry-After"))
 	}
-	s.sqlFaults.Up()
+	s.deciding().Up()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r = s.send(t, request{path: "/pay", key: k, body: payBody})

@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"net/http"
@@ -41,7 +41,7 @@ func brokenJSON(t *testing.T, e *env) {
 }
 
 // goReadsDifferently: bodies a Go handler reads as different requests
-// never share a fingerprint (DESIGN §9). Member names that differ only in
+// never share a fingerprint. Member names that differ only in
 // case are ambiguous to encoding/json (the last match wins), so such a body
 // is refused before any claim, whatever its order; two integers that round
 // to one double are two requests, so reusing the key for the other one is a

@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"fmt"
@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/idemkit/idem/tiered"
 )
 
 // Cluster sizes: instances behind one "load balancer", and identical
@@ -19,41 +17,27 @@ const (
 	clusterRequests  = 20
 )
 
-// RunCluster starts three instances on each backend, each with its own
-// Store (own singleflight and cache, own clients and pools) over the shared
-// tiers, and sends rounds of 20 identical concurrent POSTs spread over them.
-// In every round the handler must run once and all 20 responses must have
-// the same status, body and allowed headers.
-func RunCluster(t *testing.T, mount Mount, rounds int) {
+// burst starts three instances, each with its own Store (own singleflight
+// and cache, own clients and pools) over the stack's tiers, and sends
+// rounds of 20 identical concurrent POSTs spread over them. In every round
+// the handler must run once and all 20 responses must have the same
+// status, body and allowed headers.
+func (k *kit) burst(t *testing.T, rounds int) {
 	t.Helper()
-	for _, b := range Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel() // the memory backend mostly sleeps between polls
-			cluster(t, b, mount, rounds)
-		})
-	}
-}
-
-func cluster(t *testing.T, b Backend, mount Mount, rounds int) {
 	app := newCountingApp()
 	servers := make([]*server, clusterInstances)
 	for i := range servers {
-		redis, sql := b.Open(t)
-		store, err := tiered.New(tiered.WithRedis(redis), tiered.WithSQL(sql), tiered.WithTimeouts(2*time.Second, 10*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = store.Close() })
+		in := k.open(t, nil)
 		// The gate counts arrivals in front of the middleware, so the handler
 		// can wait until every copy of the request is in the system.
-		mounted, err := mount(store, nil, app)
+		mounted, err := k.Mount(in.store, nil, app)
 		if err != nil {
 			t.Fatalf("mount: %v", err)
 		}
 		srv := httptest.NewServer(app.gate(mounted))
 		t.Cleanup(srv.Close)
 		srv.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = clusterRequests
-		servers[i] = &server{Server: srv, store: store, redis: redis, sql: sql}
+		servers[i] = &server{Server: srv, instance: in}
 	}
 	for round := range rounds {
 		key := newKey()

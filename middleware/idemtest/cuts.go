@@ -1,4 +1,4 @@
-package behaviour
+package idemtest
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 	"github.com/idemkit/idem/middleware"
 )
 
-// cutApp is the handler of RunCuts: its first run begins a response and
+// cutApp is the handler of the cut rows: its first run begins a response and
 // panics; every later run answers 201 with its run number.
 type cutApp struct {
 	runs  atomic.Int64
@@ -48,9 +48,9 @@ func bodyOf(n, length int, flush bool) func(http.ResponseWriter) {
 	}
 }
 
-// RunCuts checks that a response the handler began and then abandoned by
+// cuts checks that a response the handler began and then abandoned by
 // panicking never reaches its client as complete, over real HTTP/1.1 and
-// HTTP/2 servers, whatever recovery middleware mount puts around the
+// HTTP/2 servers, whatever recovery middleware the stack puts around the
 // middleware. A response the middleware still held (it holds the leader's
 // response until the Store has decided) is replaced whole by a 500 problem;
 // one that went out already (flushed, or declared larger than the response
@@ -60,7 +60,7 @@ func bodyOf(n, length int, flush bool) func(http.ResponseWriter) {
 // than the server's write buffer (4 KiB), with and without Content-Length
 // and Flush; a handler that panics with http.ErrAbortHandler asks for the
 // cut even before it wrote anything.
-func RunCuts(t *testing.T, mount Mount) {
+func (k *kit) cuts(t *testing.T) {
 	t.Helper()
 	for _, c := range []struct {
 		name  string
@@ -68,13 +68,13 @@ func RunCuts(t *testing.T, mount Mount) {
 		value any
 		held  bool // the middleware holds this back: then the whole answer is a 500 problem
 	}{
-		{"status only", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }, "behaviour: cut", true},
-		{"small body", bodyOf(100, 0, false), "behaviour: cut", true},
-		{"small body flushed", bodyOf(100, 0, true), "behaviour: cut", false},
-		{"body past the buffer", bodyOf(16<<10, 0, false), "behaviour: cut", true},
-		{"declared length", bodyOf(100, 200, false), "behaviour: cut", true},
-		{"declared length past the response limit", bodyOf(100, middleware.DefaultResponseLimit+1, false), "behaviour: cut", false},
-		{"declared length past the buffer flushed", bodyOf(16<<10, 32<<10, true), "behaviour: cut", false},
+		{"status only", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }, "idemtest: cut", true},
+		{"small body", bodyOf(100, 0, false), "idemtest: cut", true},
+		{"small body flushed", bodyOf(100, 0, true), "idemtest: cut", false},
+		{"body past the buffer", bodyOf(16<<10, 0, false), "idemtest: cut", true},
+		{"declared length", bodyOf(100, 200, false), "idemtest: cut", true},
+		{"declared length past the response limit", bodyOf(100, middleware.DefaultResponseLimit+1, false), "idemtest: cut", false},
+		{"declared length past the buffer flushed", bodyOf(16<<10, 32<<10, true), "idemtest: cut", false},
 		{"abort before writing", nil, http.ErrAbortHandler, false},
 		{"abort after flushing", bodyOf(100, 0, true), http.ErrAbortHandler, false},
 	} {
@@ -86,7 +86,7 @@ func RunCuts(t *testing.T, mount Mount) {
 			t.Run(proto+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
 				app := &cutApp{write: c.write, value: c.value}
-				mounted, err := mount(MemoryStore(t), nil, app)
+				mounted, err := k.Mount(k.open(t, nil).store, nil, app)
 				if err != nil {
 					t.Fatalf("mount: %v", err)
 				}
