@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ type Reservation struct {
 	produce func() ([]byte, error) // the result function, or nil
 	inTx    bool                   // a layer wrote the completion in the caller's transaction
 	written []byte                 // what it wrote (the last attempt's)
+	refused error                  // a completion refused as a mistake (ErrConfig), or nil
 }
 
 // NewReservation is for Stores: it returns the reservation of an execution
@@ -104,13 +106,28 @@ func (r *Reservation) CompleteWith(layer Layer, result []byte, write func(result
 		return fmt.Errorf("%w: no reservation: complete in the function a tiered.Store runs (a handler behind the middleware, a Do or Once function), with the reservation idem.ReservationFrom(ctx) returns there", ErrConfig)
 	}
 	if !holds(r.layer, layer) {
-		return fmt.Errorf("%w: the reservation is held by the Store's deciding tier (%T), not by this layer: completing in a transaction needs a Store whose deciding tier is this layer (tiered.WithSQL with it)", ErrConfig, r.layer)
+		return r.refuse(fmt.Errorf("%w: the reservation is held by the Store's deciding tier (%T), not by this layer: completing in a transaction needs a Store whose deciding tier is this layer (tiered.WithSQL with it)", ErrConfig, r.layer))
 	}
 	result, err := r.decide(result)
 	if err != nil {
+		if errors.Is(err, ErrConfig) {
+			return r.refuse(err)
+		}
 		return err
 	}
 	return write(result)
+}
+
+// refuse records a completion refused as a mistake and returns err. The
+// Store then keeps nothing of the execution: the function meant its result
+// to commit with its transaction, which cannot have happened.
+func (r *Reservation) refuse(err error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refused == nil && !r.ended {
+		r.refused = err
+	}
+	return err
 }
 
 // decide returns the result a completion in a transaction stores and
@@ -167,12 +184,15 @@ func (o ReservationOwner) InTx() (written []byte, inTx bool) {
 }
 
 // End ends the reservation when its function has returned: a completion
-// attempted afterwards is refused. It returns what InTx returns.
-func (o ReservationOwner) End() (written []byte, inTx bool) {
+// attempted afterwards is refused. It returns what InTx returns, and the
+// first completion CompleteWith refused as a mistake (wrapping ErrConfig):
+// the function then meant its result to commit in a transaction that could
+// not hold it, so the Store should keep nothing.
+func (o ReservationOwner) End() (written []byte, inTx bool, refused error) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
 	o.r.ended = true
-	return o.r.written, o.r.inTx
+	return o.r.written, o.r.inTx, o.r.refused
 }
 
 // reservationKey is the context key of ContextWithReservation.

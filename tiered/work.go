@@ -45,8 +45,21 @@ func (c *call) work(tier idem.Tier) outcome {
 	r.stop()
 	took := time.Since(began)
 	if h.reserved {
-		if written, inTx := h.owner.End(); inTx {
+		written, inTx, refused := h.owner.End()
+		if inTx {
 			return c.settleInTx(h, written, val, err, tier, took)
+		}
+		if refused != nil {
+			// fn tried to complete in a transaction that could not hold
+			// the completion (a mistake of setup or use): whatever it
+			// returned, its result was meant to commit with that
+			// transaction. Keep nothing; say what went wrong.
+			if err != nil && !errors.Is(err, refused) {
+				refused = errors.Join(refused, err)
+			}
+			c.release()
+			c.observe(idem.EventReleased, tier, took, refused)
+			return outcome{result: Result{Value: val, Tier: tier}, err: refused}
 		}
 	}
 	if err != nil {
