@@ -38,11 +38,11 @@ type ReservationAdapter func(store *tiered.Store, serve Serve) (http.Handler, er
 type mode int
 
 const (
-	commit      mode = iota // write the response, charge and complete in one transaction
-	dieAfter                // commit, then the instance dies before answering
-	cutAfter                // commit, then the client's connection is cut
-	rollback                // complete, then roll back
-	writeLater              // complete before writing anything
+	commit     mode = iota // write the response, charge and complete in one transaction
+	dieAfter               // commit, then the instance dies before answering
+	cutAfter               // commit, then the client's connection is cut
+	rollback               // complete, then roll back
+	writeLater             // complete before writing anything
 )
 
 // charger is one test's business: a charges table beside idem's, and the
