@@ -30,21 +30,46 @@ func TestImportRules(t *testing.T) {
 		t.Skip("runs the go command")
 	}
 	const mod = "github.com/idemkit/idem"
-	frameworks := []string{"github.com/gin-gonic/", "github.com/labstack/echo", "github.com/go-chi/"}
+	// heavy are the frameworks and the metrics, tracing and RPC libraries:
+	// only the integration modules may link them, each its own.
+	gin, echo, chi := "github.com/gin-gonic/", "github.com/labstack/echo", "github.com/go-chi/"
+	prom, otel, grpc := "github.com/prometheus/", "go.opentelemetry.io/", "google.golang.org/grpc"
+	heavy := []string{gin, echo, chi, prom, otel, grpc}
+	but := func(allowed ...string) []string {
+		var out []string
+	next:
+		for _, h := range heavy {
+			for _, a := range allowed {
+				if h == a {
+					continue next
+				}
+			}
+			out = append(out, h)
+		}
+		return out
+	}
+	with := func(extra ...string) []string { return append(extra, heavy...) }
 	for _, tc := range []struct {
 		pkg       string
 		forbidden []string
 	}{
 		{mod, []string{"."}}, // "." matches any path with a dot: no third-party module
-		{mod + "/memlayer", append([]string{mod + "/redislayer", mod + "/sqllayer", mod + "/tiered"}, frameworks...)},
-		{mod + "/redislayer", append([]string{mod + "/sqllayer", mod + "/memlayer", mod + "/tiered", "net/http"}, frameworks...)},
-		{mod + "/sqllayer", append([]string{mod + "/redislayer", mod + "/memlayer", mod + "/tiered", "net/http"}, frameworks...)},
-		{mod + "/tiered", append([]string{mod + "/redislayer", mod + "/sqllayer", mod + "/memlayer", "github.com/redis/", "github.com/uptrace/"}, frameworks...)},
-		{mod + "/fingerprint", frameworks},
+		{mod + "/memlayer", with(mod+"/redislayer", mod+"/sqllayer", mod+"/tiered")},
+		{mod + "/redislayer", with(mod+"/sqllayer", mod+"/memlayer", mod+"/tiered", "net/http")},
+		{mod + "/sqllayer", with(mod+"/redislayer", mod+"/memlayer", mod+"/tiered", "net/http")},
+		{mod + "/tiered", with(mod+"/redislayer", mod+"/sqllayer", mod+"/memlayer", mod+"/janitor", "github.com/redis/", "github.com/uptrace/")},
+		{mod + "/janitor", with(mod+"/redislayer", mod+"/tiered", "net/http", "github.com/uptrace/")},
+		{mod + "/fingerprint", heavy},
 		// A middleware + memlayer user links neither bun nor go-redis:
 		// completing in the handler's transaction goes through the
 		// reservation in the root package, never through sqllayer.
-		{mod + "/middleware", append([]string{mod + "/sqllayer", mod + "/redislayer", "github.com/uptrace/", "github.com/redis/"}, frameworks...)},
+		{mod + "/middleware", with(mod+"/sqllayer", mod+"/redislayer", "github.com/uptrace/", "github.com/redis/")},
+		{mod + "/storetest", heavy},
+		// The integration modules link their own library and no other.
+		{mod + "/middleware/idemgin", but(gin)},
+		{mod + "/middleware/idemecho", but(echo)},
+		{mod + "/idemprom", but(prom)},
+		{mod + "/idemotel", but(otel)},
 	} {
 		t.Run(strings.TrimPrefix(tc.pkg, mod+"/"), func(t *testing.T) {
 			for _, d := range deps(t, tc.pkg) {

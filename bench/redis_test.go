@@ -7,7 +7,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/must"
-	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
 )
 
@@ -25,8 +24,7 @@ const (
 //	op=duplicate  baseline: GET of an existing value of the result's size
 //	              idem:     Reserve on a completed key (claim-or-read, one round trip)
 func BenchmarkRedis(b *testing.B) {
-	rdb := redisFor(b)
-	prefix := testenv.Prefix()
+	rdb, prefix := redisFor(b)
 	l := must.Get(redislayer.New(rdb, redislayer.WithPrefix(prefix), redislayer.WithTimeout(2*time.Second)))(b)
 	b.Cleanup(func() { _ = l.Close() })
 	ctx := context.Background()

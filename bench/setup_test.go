@@ -3,12 +3,15 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -25,11 +28,29 @@ import (
 	"github.com/idemkit/idem/sqllayer"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain names the backends the benchmarks run on, as key: value lines
+// that benchstat keeps as the run's configuration.
+func TestMain(m *testing.M) {
+	redisName, sqlName := "embedded miniredis", "embedded SQLite (WAL, synchronous=NORMAL)"
+	if url := os.Getenv(testenv.EnvRedis); url != "" {
+		if o, err := redis.ParseURL(url); err == nil {
+			redisName = "redis at " + o.Addr
+		}
+	}
+	if dsn := os.Getenv(testenv.EnvPostgres); dsn != "" {
+		sqlName = "postgres"
+		if u, err := neturl.Parse(dsn); err == nil {
+			sqlName = "postgres at " + u.Host + u.Path
+		}
+	}
+	fmt.Printf("redis-backend: %s\nsql-backend: %s\n", redisName, sqlName)
+	goleak.VerifyTestMain(m)
+}
 
-// redisFor returns a client of the benchmark's Redis: the one named by
-// IDEM_REDIS_URL, else an embedded miniredis.
-func redisFor(b *testing.B) *redis.Client {
+// redisFor returns a client of the benchmark's Redis — the one named by
+// IDEM_REDIS_URL, else an embedded miniredis — and a key prefix of its own.
+// Every key under the prefix is deleted when the benchmark ends.
+func redisFor(b *testing.B) (*redis.Client, string) {
 	b.Helper()
 	var o *redis.Options
 	if url := os.Getenv(testenv.EnvRedis); url != "" {
@@ -48,7 +69,34 @@ func redisFor(b *testing.B) *redis.Client {
 	o.PoolSize = 64
 	c := redis.NewClient(o)
 	b.Cleanup(func() { _ = c.Close() })
-	return c
+	prefix := testenv.Prefix()
+	b.Cleanup(func() { sweepRedis(b, c, prefix) })
+	return c, prefix
+}
+
+// sweepRedis deletes the keys under prefix.
+func sweepRedis(b *testing.B, c *redis.Client, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	flush := func() {
+		if len(batch) > 0 {
+			if err := c.Unlink(ctx, batch...).Err(); err != nil {
+				b.Errorf("deleting the benchmark's keys: %v", err)
+			}
+			batch = batch[:0]
+		}
+	}
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 1000 {
+			flush()
+		}
+	}
+	flush()
+	if err := iter.Err(); err != nil {
+		b.Errorf("listing the benchmark's keys: %v", err)
+	}
 }
 
 // dbFor returns a pool over the benchmark's database, with idem's tables

@@ -29,7 +29,8 @@ type stack struct {
 
 func newStack(b *testing.B) *stack {
 	b.Helper()
-	st := &stack{rdb: redisFor(b), prefix: testenv.Prefix()}
+	st := &stack{}
+	st.rdb, st.prefix = redisFor(b)
 	db, table := dbFor(b)
 	st.db, st.raw = db, newRawSQL(db, table)
 	sqlOpts := []sqllayer.Option{sqllayer.WithRecordsTable(table), sqllayer.WithEventsTable(testenv.Name("e")), sqllayer.WithVersionsTable(testenv.Name("v"))}

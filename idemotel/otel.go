@@ -32,7 +32,46 @@ type Observer struct {
 	events       metric.Int64Counter
 	tierDuration metric.Float64Histogram
 	workDuration metric.Float64Histogram
+
+	// The attribute sets of every outcome, event kind and tier, built once:
+	// a call neither sorts attributes nor allocates options.
+	opts attrCache
 }
+
+const maxOutcomes, maxKinds, maxTiers = 32, 32, 4
+
+type attrCache struct {
+	outcome [maxOutcomes]attribute.KeyValue
+	tier    [maxTiers]attribute.KeyValue
+	call    [maxOutcomes][maxTiers]metric.MeasurementOption // outcome, tier
+	callDur [maxOutcomes]metric.MeasurementOption           // outcome
+	event   [maxKinds][maxTiers]metric.MeasurementOption    // event, tier
+	byTier  [maxTiers]metric.MeasurementOption              // tier
+}
+
+func (a *attrCache) init() {
+	for t := range maxTiers {
+		a.tier[t] = attribute.String("idem.tier", idem.Tier(t).String())
+		a.byTier[t] = metric.WithAttributeSet(attribute.NewSet(a.tier[t]))
+	}
+	for o := range maxOutcomes {
+		a.outcome[o] = attribute.String("idem.outcome", idem.Outcome(o).String())
+		a.callDur[o] = metric.WithAttributeSet(attribute.NewSet(a.outcome[o]))
+		for t := range maxTiers {
+			a.call[o][t] = metric.WithAttributeSet(attribute.NewSet(a.outcome[o], a.tier[t]))
+		}
+	}
+	for k := range maxKinds {
+		kind := attribute.String("idem.event", idem.EventKind(k).String())
+		for t := range maxTiers {
+			a.event[k][t] = metric.WithAttributeSet(attribute.NewSet(kind, a.tier[t]))
+		}
+	}
+}
+
+// in reports whether the indexes fit the cache (they always do for the
+// outcomes, kinds and tiers idem defines).
+func in(i, n int) bool { return i >= 0 && i < n }
 
 // Option configures an Observer.
 type Option func(*config) error
@@ -66,7 +105,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	}
 }
 
-// New returns an Observer over the providers the options name.
+// New returns an Observer over the providers the options name (by default
+// the global ones, otel.GetTracerProvider and otel.GetMeterProvider). A nil
+// provider is an error that wraps idem.ErrConfig.
 func New(opts ...Option) (*Observer, error) {
 	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	var errs []error
@@ -79,9 +120,10 @@ func New(opts ...Option) (*Observer, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", idem.ErrConfig, err)
 	}
 	o := &Observer{tracer: c.tp.Tracer(ScopeName)}
+	o.opts.init()
 	m := c.mp.Meter(ScopeName)
 	var err error
 	add := func(e error) {
@@ -112,23 +154,25 @@ func New(opts ...Option) (*Observer, error) {
 
 // StartCall implements idem.Tracer: it starts the call's span.
 func (o *Observer) StartCall(ctx context.Context, key idem.Key) (context.Context, func(idem.CallEnd)) {
-	ctx, span := o.tracer.Start(ctx, "idem.call",
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attribute.String("idem.key", key.String())))
+	ctx, span := o.tracer.Start(ctx, "idem.call", trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("idem.key", key.String()))
+	}
 	return ctx, func(e idem.CallEnd) {
-		outcome := attribute.String("idem.outcome", e.Outcome.String())
-		tier := attribute.String("idem.tier", e.Tier.String())
+		oc, t := int(e.Outcome), int(e.Tier)
+		if !in(oc, maxOutcomes) || !in(t, maxTiers) {
+			oc, t = 0, 0 // "unknown", "none": not an outcome or tier of idem's
+		}
 		if span.IsRecording() {
-			span.SetAttributes(outcome, tier)
+			span.SetAttributes(o.opts.outcome[oc], o.opts.tier[t])
 			if failed(e.Outcome) && e.Err != nil {
 				span.RecordError(e.Err)
 				span.SetStatus(codes.Error, e.Outcome.String())
 			}
 		}
 		span.End()
-		set := metric.WithAttributeSet(attribute.NewSet(outcome, tier))
-		o.calls.Add(ctx, 1, set)
-		o.callDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributeSet(attribute.NewSet(outcome)))
+		o.calls.Add(ctx, 1, o.opts.call[oc][t])
+		o.callDuration.Record(ctx, e.Duration.Seconds(), o.opts.callDur[oc])
 	}
 }
 
@@ -147,18 +191,20 @@ func failed(o idem.Outcome) bool {
 // Observe implements idem.Observer: an event of the call's span, and a
 // count.
 func (o *Observer) Observe(ctx context.Context, e idem.Event) {
-	tier := attribute.String("idem.tier", e.Tier.String())
+	k, t := int(e.Kind), int(e.Tier)
+	if !in(k, maxKinds) || !in(t, maxTiers) {
+		k, t = 0, 0
+	}
 	switch e.Kind {
 	case idem.EventTierCall:
-		o.tierDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributeSet(attribute.NewSet(tier)))
+		o.tierDuration.Record(ctx, e.Duration.Seconds(), o.opts.byTier[t])
 		return // a span event per tier call would only repeat the client's own spans
 	case idem.EventNew:
-		o.workDuration.Record(ctx, e.Duration.Seconds(), metric.WithAttributeSet(attribute.NewSet(tier)))
+		o.workDuration.Record(ctx, e.Duration.Seconds(), o.opts.byTier[t])
 	}
-	kind := attribute.String("idem.event", e.Kind.String())
-	o.events.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(kind, tier)))
+	o.events.Add(ctx, 1, o.opts.event[k][t])
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		attrs := []attribute.KeyValue{tier}
+		attrs := []attribute.KeyValue{o.opts.tier[t]}
 		if e.Duration > 0 {
 			attrs = append(attrs, attribute.Float64("idem.duration", e.Duration.Seconds()))
 		}

@@ -1,16 +1,31 @@
-// Package idemprom exports idem's events as Prometheus metrics: a Collector
-// that is both an idem.Observer (give it to tiered.WithObserver) and a
-// prometheus.Collector (register it with a registry).
+// Package idemprom exports idem's calls, events and HTTP answers as
+// Prometheus metrics: a Collector that is an idem.Observer and idem.Tracer
+// (give it to tiered.WithObserver), a middleware.AnswerObserver (give it to
+// middleware.WithAnswerObserver) and a prometheus.Collector (register it).
 //
 // Metrics (namespace configurable, default "idem"):
 //
-//	idem_events_total{event, tier}            counter: every event — new runs, replays
-//	                                          per tier, waits, in-flight answers,
-//	                                          mismatches, lease losses, tier errors,
-//	                                          fallbacks on and off, releases
-//	idem_work_duration_seconds{tier}          histogram: how long the work ran (new runs)
-//	idem_wait_duration_seconds{tier}          histogram: how long duplicates waited
+//	idem_calls_total{outcome, tier}            counter: every Store call by outcome
+//	                                           (executed, replayed, waited, mismatch,
+//	                                           in_flight, unavailable, pending, …) and
+//	                                           the tier that answered — callers that
+//	                                           joined another's execution included
+//	idem_call_duration_seconds{outcome}        histogram: Store calls
+//	idem_events_total{event, tier}             counter: claims, renewals, completions,
+//	                                           takeovers, graces, lease losses, tier
+//	                                           errors, fallbacks, releases, sweeps
+//	idem_tier_duration_seconds{tier, result}   histogram: each call to a tier (ok, error)
+//	idem_work_duration_seconds{tier}           histogram: how long the work ran
+//	idem_wait_duration_seconds{tier}           histogram: how long duplicates waited
+//	idem_fallback{tier}                        gauge: 1 while a tier is switched off
+//	idem_janitor_deleted_rows_total            counter: expired rows the janitor deleted
+//	idem_http_answers_total{answer, problem, code}
+//	                                           counter: the middleware's answers —
+//	                                           passed, executed, replayed, or its own
+//	                                           problems (key_missing, mismatch, …) by
+//	                                           status code
 //
-// Hits are replays, misses are new runs, locks are in-flight answers and
-// waits, expiries are lease losses.
+// Label values come from small fixed sets and status codes: a key never
+// becomes a label. Hits are replays, misses are executions, locks are
+// in-flight answers and waits.
 package idemprom

@@ -80,7 +80,7 @@ func WithBatch(n int) Option {
 func WithLock(client redislock.RedisClient) Option {
 	return func(j *Janitor) error {
 		if client == nil {
-			return fmt.Errorf("%w: janitor: WithLock(nil)", idem.ErrConfig)
+			return errors.New("janitor: WithLock(nil): leave the option out for no lock")
 		}
 		j.locks = redislock.New(client)
 		return nil
@@ -112,7 +112,9 @@ func WithLockTTL(d time.Duration) Option {
 	}
 }
 
-// WithObserver sets the observer of sweeps. Default none.
+// WithObserver sets the observer of sweeps. Default none: the observer the
+// context of Run or Sweep carries (idem.ContextWithObserver), if any — a
+// Store that runs the Janitor (tiered.WithJanitor) hands it its own.
 func WithObserver(o idem.Observer) Option {
 	return func(j *Janitor) error { j.obs = o; return nil }
 }
@@ -133,7 +135,7 @@ func New(s Sweeper, opts ...Option) (*Janitor, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", idem.ErrConfig, err)
 	}
 	return j, nil
 }
@@ -175,8 +177,8 @@ func (j *Janitor) Sweep(ctx context.Context) (deleted int64, swept bool, err err
 		}
 		// Redis cannot be reached: sweep without the lock, in batches small
 		// enough that instances sweeping at once contend for little.
-		if j.obs != nil {
-			j.obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierRedis, Err: fmt.Errorf("janitor: taking the lock: %w", err)})
+		if obs := j.observer(ctx); obs != nil {
+			obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierRedis, Err: fmt.Errorf("janitor: taking the lock: %w", err)})
 		}
 		deleted, err = j.sweeper.DeleteExpired(ctx, min(j.batch, lockless))
 		return deleted, true, err
@@ -201,15 +203,25 @@ func (j *Janitor) Sweep(ctx context.Context) (deleted int64, swept bool, err err
 
 // report tells the observer what a sweep deleted, and that it failed.
 func (j *Janitor) report(ctx context.Context, took time.Duration, swept bool, deleted int64, err error) {
-	if j.obs == nil || (!swept && err == nil) {
+	obs := j.observer(ctx)
+	if obs == nil || (!swept && err == nil) {
 		return
 	}
 	if deleted > 0 || err == nil {
-		j.obs.Observe(ctx, idem.Event{Kind: idem.EventSwept, Tier: idem.TierSQL, Duration: took, N: deleted})
+		obs.Observe(ctx, idem.Event{Kind: idem.EventSwept, Tier: idem.TierSQL, Duration: took, N: deleted})
 	}
 	if err != nil && ctx.Err() == nil {
-		j.obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierSQL, Duration: took, Err: err})
+		obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierSQL, Duration: took, Err: err})
 	}
+}
+
+// observer is the Janitor's own observer, or else the one ctx carries (a
+// Store that runs the Janitor hands it its own).
+func (j *Janitor) observer(ctx context.Context) idem.Observer {
+	if j.obs != nil {
+		return j.obs
+	}
+	return idem.ObserverFrom(ctx)
 }
 
 // errLockLost is the cause of a sweep stopped because its lock could not be

@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/janitor"
 	"github.com/idemkit/idem/sqllayer"
+	"github.com/idemkit/idem/tiered"
 )
 
 // watched is a Sweeper that counts the sweeps running at once and records
@@ -188,7 +189,7 @@ func TestCrashedSweeperHoldsTheLockAtMostItsTTL(t *testing.T) {
 			st.Redis.Mini.ClockTTL(true) // TTLs run down by the wall clock, as a server's do
 		}
 		l := st.SQLLayer(t)
-		const ttl = 300 * time.Millisecond
+		const ttl = 1500 * time.Millisecond // refreshed every 500 ms, each within 500 ms: slack for a loaded machine
 		key := st.Prefix + "janitor"
 		crashing := client(t, st.Redis)
 		entered, crash := make(chan struct{}), make(chan struct{})
@@ -314,11 +315,104 @@ func TestNewValidates(t *testing.T) {
 		"key":      {janitor.WithLockKey("")},
 		"lock":     {janitor.WithLock(nil)},
 	} {
-		if _, err := janitor.New(l, opts...); err == nil {
-			t.Errorf("%s: no error", name)
+		if _, err := janitor.New(l, opts...); !errors.Is(err, idem.ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
 	}
 	if _, err := janitor.New(nil); !errors.Is(err, idem.ErrConfig) {
 		t.Errorf("nil sweeper: %v", err)
+	}
+}
+
+// A Store given the Janitor runs it from New until Close: the expired rows
+// go, the live ones stay, the Store's observer hears the sweeps, and Close
+// stops the Janitor (goleak checks that nothing is left running). On the
+// real stack and the embedded one, two Stores sharing one lock.
+func TestStoreRunsItsJanitor(t *testing.T) {
+	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
+		l := st.SQLLayer(t)
+		live := seed(t, l, 4, 9)
+		rec := &recorder{}
+		var stores []*tiered.Store
+		for range 2 {
+			j, err := janitor.New(st.SQLLayer(t), janitor.WithInterval(20*time.Millisecond), janitor.WithBatch(2),
+				janitor.WithLock(client(t, st.Redis)), janitor.WithLockKey(st.Prefix+"janitor"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := tiered.New(tiered.WithSQL(st.SQLLayer(t)), tiered.WithObserver(rec), tiered.WithJanitor(j))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stores = append(stores, s)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			rec.mu.Lock()
+			rows := rec.rows
+			rec.mu.Unlock()
+			if rows == 9 {
+				break
+			}
+			if rows > 9 || time.Now().After(deadline) {
+				t.Fatalf("%d rows swept, want 9", rows)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, s := range stores {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, k := range live {
+			if _, err := l.Get(t.Context(), k); err != nil {
+				t.Fatalf("live record %v: %v", k, err)
+			}
+		}
+	})
+}
+
+func TestWithJanitorNil(t *testing.T) {
+	l := stacktest.Embedded(t).SQLLayer(t)
+	if _, err := tiered.New(tiered.WithSQL(l), tiered.WithJanitor(nil)); !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("WithJanitor(nil): %v", err)
+	}
+}
+
+// failing is a Sweeper whose sweeps fail.
+type failing struct{ calls atomic.Int64 }
+
+func (f *failing) DeleteExpired(context.Context, int) (int64, error) {
+	f.calls.Add(1)
+	return 0, errors.New("relation is locked")
+}
+
+// A failed sweep is reported to the observer and tried again at the next
+// tick.
+func TestFailedSweepsAreReportedAndRetried(t *testing.T) {
+	f := &failing{}
+	rec := &recorder{}
+	j, err := janitor.New(f, janitor.WithInterval(5*time.Millisecond), janitor.WithObserver(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- j.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.calls.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sweeps", f.calls.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.counts[idem.EventTierError] < 3 || rec.counts[idem.EventSwept] != 0 {
+		t.Fatalf("events %v", rec.counts)
 	}
 }

@@ -86,6 +86,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, k problemKind, s
 		w.Header()["Retry-After"] = []string{h.c.retryAfter[spec.retry]}
 	}
 	h.c.errWriter(w, r, p)
+	h.answered(r, AnswerProblem, status, k)
 }
 
 // clientText turns an error about the client's input into a sentence for

@@ -80,6 +80,7 @@ func (h *Handler) wrap(next http.Handler) http.Handler {
 func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
 	if !h.guards(r.Method) {
 		next(w, r)
+		h.answered(r, AnswerPassed, 0, 0)
 		return
 	}
 	var clientKey string
@@ -96,6 +97,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 			return
 		}
 		next(w, r)
+		h.answered(r, AnswerPassed, 0, 0)
 		return
 	}
 	x := newExchange(h, w, r, next)
@@ -185,6 +187,7 @@ func (h *Handler) answerLeader(x *exchange, err error) {
 	if x.capture.started() || (!errors.Is(err, tiered.ErrNotCommitted) &&
 		(err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable))) {
 		x.capture.send()
+		h.answered(r, AnswerExecuted, x.capture.status, 0)
 		return
 	}
 	// The handler ran, but the Store has not kept its response (it could

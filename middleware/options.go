@@ -63,6 +63,7 @@ type config struct {
 	errWriter     ErrorWriter
 	statuses      Statuses
 	retryAfter    [2]string // in flight, unavailable: whole seconds
+	answers       AnswerObserver
 }
 
 func defaults() config {

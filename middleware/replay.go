@@ -49,6 +49,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, val []byte, rel
 	if len(s.body) > 0 && bodyAllowed(s.status) {
 		_, _ = w.Write(s.body)
 	}
+	h.answered(r, AnswerReplayed, s.status, 0)
 }
 
 // setField sets a stored header on the replay when the current

@@ -196,6 +196,6 @@
 // # Janitor
 //
 // DeleteExpired deletes expired records and processed events in short
-// batches; RunJanitor calls it on a ticker until its context ends. Neither
-// starts a goroutine of its own.
+// batches. Package janitor calls it on a schedule, one instance of N at a
+// time, and a Store runs it for its lifetime with tiered.WithJanitor.
 package sqllayer

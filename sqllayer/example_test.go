@@ -184,27 +184,6 @@ func ExampleLayer_AdvanceVersion() {
 	// version 18: apply=true
 }
 
-// The janitor runs in a goroutine of the caller's and stops with its context.
-func ExampleLayer_RunJanitor() {
-	db := openSQLite("example_janitor")
-	defer db.Close()
-	layer, err := sqllayer.New(db)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := layer.Init(context.Background()); err != nil {
-		log.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- layer.RunJanitor(ctx, time.Minute, sqllayer.DefaultSweepBatch) }()
-	// … the service runs; at shutdown:
-	stop()
-	fmt.Println("janitor stopped:", <-done)
-	// Output:
-	// janitor stopped: <nil>
-}
-
 // Postgres through pgx, with a table name of the service's own.
 func ExampleNew_postgres() {
 	sqldb, err := sql.Open("pgx", "postgres://app@db.internal:5432/billing")

@@ -2,9 +2,7 @@ package sqllayer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,7 +62,7 @@ func TestDeleteExpired(t *testing.T) {
 		if r, e := count(t, db, b.records, "1 = 1"), count(t, db, b.events, "1 = 1"); r != 3 || e != 3 {
 			t.Fatalf("left %d records and %d events, want the 3 live ones of each", r, e)
 		}
-		if got, err := l.DeleteExpired(ctx(t), sqllayer.DefaultSweepBatch); err != nil || got != 0 {
+		if got, err := l.DeleteExpired(ctx(t), 500); err != nil || got != 0 {
 			t.Fatalf("DeleteExpired again: %d, %v", got, err)
 		}
 		for _, batch := range []int{0, -1} {
@@ -73,68 +71,4 @@ func TestDeleteExpired(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestRunJanitor sweeps on its ticker until its context ends, then returns;
-// goleak (TestMain) checks that nothing is left running.
-func TestRunJanitor(t *testing.T) {
-	b := setup(t, testenv.SQLiteFile(t))
-	expiring(t, b, 12, 100*time.Millisecond)
-	l, db := b.layer(t)
-	c, cancel := context.WithCancel(ctx(t))
-	done := make(chan error, 1)
-	go func() { done <- l.RunJanitor(c, 20*time.Millisecond, 5) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for count(t, db, b.records, "1 = 1")+count(t, db, b.events, "1 = 1") != 6 {
-		if time.Now().After(deadline) {
-			t.Fatal("the janitor did not sweep the expired rows")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("RunJanitor returned %v, want nil when its context ends", err)
-	}
-}
-
-// TestRunJanitorReportsFailures: a sweep that fails is reported to the
-// Observer and tried again at the next tick.
-func TestRunJanitorReportsFailures(t *testing.T) {
-	s := testenv.SQLiteFile(t)
-	b := setup(t, s)
-	var (
-		mu     sync.Mutex
-		events []idem.Event
-		failed = make(chan struct{})
-	)
-	obs := idem.ObserverFunc(func(_ context.Context, e idem.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		events = append(events, e)
-		if len(events) == 2 {
-			close(failed)
-		}
-	})
-	l, db := b.layer(t, sqllayer.WithObserver(obs))
-	if _, err := db.ExecContext(ctx(t), "DROP TABLE "+b.events); err != nil {
-		t.Fatal(err)
-	}
-	c, cancel := context.WithCancel(ctx(t))
-	done := make(chan error, 1)
-	go func() { done <- l.RunJanitor(c, 10*time.Millisecond, 5) }()
-	<-failed
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, e := range events {
-		if e.Kind != idem.EventTierError || e.Tier != idem.TierSQL || e.Err == nil {
-			t.Fatalf("event %+v, want a SQL tier error", e)
-		}
-	}
-	if _, err := l.DeleteExpired(ctx(t), 5); err == nil || errors.Is(err, idem.ErrUnavailable) {
-		t.Fatalf("DeleteExpired on a missing table: %v, want a plain error", err)
-	}
 }

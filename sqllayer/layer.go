@@ -29,8 +29,8 @@ const maxID = 255
 
 // Layer is the SQL tier of idem: an idem.Layer over a *bun.DB, plus the
 // processed-event (InTx, MarkProcessed), in-transaction completion
-// (CompleteTx), sync-version (AdvanceVersion) and janitor (DeleteExpired,
-// RunJanitor) APIs. It is safe for concurrent use and holds no resources of
+// (CompleteTx), sync-version (AdvanceVersion) and sweeping (DeleteExpired,
+// which package janitor runs) APIs. It is safe for concurrent use and holds no resources of
 // its own: closing the *bun.DB is the caller's business.
 type Layer struct {
 	db      *bun.DB

@@ -115,7 +115,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 		}
 		if rec.Fingerprint != c.fp() {
 			c.observe(idem.EventMismatch, idem.TierRedis, 0, nil)
-			return outcome{err: idem.ErrMismatch}, true
+			return outcome{result: Result{Tier: idem.TierRedis}, err: idem.ErrMismatch}, true
 		}
 		if rec.Completed() {
 			return c.replay(rec, idem.TierRedis, now, waited), true
@@ -123,7 +123,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 		// In progress on another instance: wait for its completion signal.
 		if !time.Now().Before(c.deadline) {
 			c.observe(idem.EventInFlight, idem.TierRedis, time.Since(c.start), nil)
-			return outcome{err: idem.ErrInFlight}, true
+			return outcome{result: Result{Tier: idem.TierRedis}, err: idem.ErrInFlight}, true
 		}
 		waited = true
 		asked := time.Now()
@@ -132,7 +132,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 		case err == nil:
 			if rec.Fingerprint != c.fp() {
 				c.observe(idem.EventMismatch, idem.TierRedis, 0, nil)
-				return outcome{err: idem.ErrMismatch}, true
+				return outcome{result: Result{Tier: idem.TierRedis}, err: idem.ErrMismatch}, true
 			}
 			return c.replay(rec, idem.TierRedis, asked, true), true
 		case errors.Is(err, idem.ErrNotFound), errors.Is(err, idem.ErrInFlight):
@@ -229,7 +229,7 @@ func (c *call) askSQL() (o outcome, done bool) {
 		if rec.Fingerprint != c.fp() {
 			c.releaseRedis()
 			c.observe(idem.EventMismatch, idem.TierSQL, 0, nil)
-			return outcome{err: idem.ErrMismatch}, true
+			return outcome{result: Result{Tier: idem.TierSQL}, err: idem.ErrMismatch}, true
 		}
 		if rec.Completed() {
 			c.backfill(rec, sent)
@@ -242,7 +242,7 @@ func (c *call) askSQL() (o outcome, done bool) {
 		if !time.Now().Add(pause).Before(c.deadline) {
 			c.releaseRedis()
 			c.observe(idem.EventInFlight, idem.TierSQL, time.Since(c.start), nil)
-			return outcome{err: idem.ErrInFlight}, true
+			return outcome{result: Result{Tier: idem.TierSQL}, err: idem.ErrInFlight}, true
 		}
 		waited = true
 		asked := time.Now()

@@ -1,6 +1,7 @@
 package tiered
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -50,6 +51,7 @@ type config struct {
 	cacheItems, cacheBytes   int
 	cacheTTL                 time.Duration
 	observer                 idem.Observer
+	janitor                  Runner
 	failOpen                 bool
 	pollMin, pollMax         time.Duration
 }
@@ -220,6 +222,28 @@ func WithLocalCache(items, bytes int, ttl time.Duration) Option {
 // call as a whole (a span per call, every caller counted).
 func WithObserver(o idem.Observer) Option {
 	return func(c *config) error { c.observer = o; return nil }
+}
+
+// Runner is work a Store runs in the background for its lifetime. A
+// *janitor.Janitor is one.
+type Runner interface {
+	// Run works until ctx ends.
+	Run(ctx context.Context) error
+}
+
+// WithJanitor makes the Store run j (a *janitor.Janitor, which deletes
+// expired rows on a schedule, one instance of N at a time) in a goroutine
+// of its own from New until Close; Close stops it and waits for it. When
+// j has no observer of its own, the Store's observer hears its sweeps.
+// Default none. nil is an error (leave the option out for none).
+func WithJanitor(j Runner) Option {
+	return func(c *config) error {
+		if j == nil {
+			return errors.New("WithJanitor(nil): leave the option out for none")
+		}
+		c.janitor = j
+		return nil
+	}
 }
 
 // WithFailOpen makes Do run fn without a decision when the deciding tier is

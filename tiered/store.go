@@ -29,8 +29,9 @@ type Result struct {
 	// stored earlier, or another caller's execution was shared.
 	Replayed bool
 	// Tier is where the answer came from: TierLocal for the local cache and
-	// shared bursts, TierRedis or TierSQL for a stored result or a decision,
-	// TierNone for work run without a decision under WithFailOpen.
+	// shared bursts, TierRedis or TierSQL for a stored result or a decision
+	// (a mismatch and an owner in flight included), TierNone for work run
+	// without a decision under WithFailOpen and for errors no tier gave.
 	Tier idem.Tier
 	// Waited is true when this caller waited for an owner in flight (in
 	// this process or another) and got its result.
@@ -109,6 +110,16 @@ func New(opts ...Option) (*Store, error) {
 		s.health.clean.Store(true)
 	}
 	s.base, s.stop = context.WithCancelCause(context.Background())
+	if j := cfg.janitor; j != nil && s.track() {
+		go func() {
+			defer s.wg.Done()
+			ctx := s.base
+			if s.obs != nil {
+				ctx = idem.ContextWithObserver(ctx, s.obs)
+			}
+			_ = j.Run(ctx) // it reports its own failures; it returns when ctx ends
+		}()
+	}
 	return s, nil
 }
 
@@ -236,7 +247,7 @@ func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 		if fp, v, ok := s.cache.get(key, start); ok {
 			if fp != fingerprint {
 				s.observe(ctx, idem.EventMismatch, idem.TierLocal, key, 0, nil)
-				return Result{}, idem.ErrMismatch
+				return Result{Tier: idem.TierLocal}, idem.ErrMismatch
 			}
 			s.observe(ctx, idem.EventReplay, idem.TierLocal, key, 0, nil)
 			o := replayed(v, idem.TierLocal)
@@ -308,8 +319,10 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 		o.result.Tier = idem.TierLocal
 		s.observe(ctx, idem.EventReplay, idem.TierLocal, c.key, 0, nil)
 	case errors.Is(o.err, idem.ErrMismatch):
+		o.result.Tier = idem.TierLocal
 		s.observe(ctx, idem.EventMismatch, idem.TierLocal, c.key, 0, nil)
 	case errors.Is(o.err, idem.ErrInFlight):
+		o.result.Tier = idem.TierLocal
 		s.observe(ctx, idem.EventInFlight, idem.TierLocal, c.key, time.Since(start), nil)
 	}
 	return o.result, o.err

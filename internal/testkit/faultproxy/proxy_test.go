@@ -67,7 +67,7 @@ func start(t *testing.T, target string) *faultproxy.Proxy {
 
 func roundTrip(t *testing.T, addr string, timeout time.Duration) (string, error) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return "", err
 	}
@@ -82,7 +82,7 @@ func roundTrip(t *testing.T, addr string, timeout time.Duration) (string, error)
 func TestForwards(t *testing.T) {
 	addr, _ := echoServer(t)
 	p := start(t, addr)
-	if got, err := roundTrip(t, p.Addr(), time.Second); err != nil || got != "ping\n" {
+	if got, err := roundTrip(t, p.Addr(), 5*time.Second); err != nil || got != "ping\n" {
 		t.Fatalf("round trip: %q, %v", got, err)
 	}
 }
@@ -98,7 +98,7 @@ func TestBlackHole(t *testing.T) {
 		t.Fatal("a black-holed request reached the server")
 	}
 	p.BlackHole(false)
-	if _, err := roundTrip(t, p.Addr(), time.Second); err != nil {
+	if _, err := roundTrip(t, p.Addr(), 5*time.Second); err != nil {
 		t.Fatalf("after the black hole: %v", err)
 	}
 }
