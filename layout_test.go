@@ -64,6 +64,9 @@ func TestImportRules(t *testing.T) {
 		{mod + "/tiered", with(mod+"/redislayer", mod+"/sqllayer", mod+"/memlayer", mod+"/janitor", "github.com/redis/", "github.com/uptrace/")},
 		{mod + "/janitor", with(mod+"/redislayer", mod+"/tiered", "net/http", "github.com/uptrace/")},
 		{mod + "/fingerprint", heavy},
+		// A middleware + memlayer user links neither bun nor go-redis:
+		// completing in the handler's transaction goes through the
+		// reservation in the root package, never through sqllayer.
 		{mod + "/middleware", with(mod+"/sqllayer", mod+"/redislayer", "github.com/uptrace/", "github.com/redis/")},
 		{mod + "/storetest", heavy},
 		// The integration modules link their own library and no other.

@@ -40,6 +40,10 @@ type Record struct {
 	// Token is the owner token minted at the claim. Layers return it only to
 	// the caller whose Reserve claimed the key; every other read has "".
 	Token string
+	// TookOver is set on the record a Reserve returns to the caller that
+	// claimed the key by taking over the lapsed claim of an earlier owner
+	// (whose work may have begun). Layers that cannot tell leave it false.
+	TookOver bool
 	// Result is the stored result of a completed record, opaque to layers. It
 	// is nil for an in-progress record and may be empty for a completed one.
 	Result []byte

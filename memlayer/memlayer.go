@@ -172,6 +172,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		}
 	}
 	// New claim, or takeover of a lease whose grace lapsed too.
+	tookOver := e != nil
 	e = &entry{
 		fingerprint: fingerprint,
 		state:       idem.StateInProgress,
@@ -181,7 +182,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	l.records[key.Digest()] = e
 	r := e.record(key, now)
-	r.Token = e.token
+	r.Token, r.TookOver = e.token, tookOver
 	return r, true, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+
+	"github.com/idemkit/idem"
 )
 
 // capture is the ResponseWriter the leading request's handler writes to. It
@@ -39,6 +41,7 @@ type capture struct {
 	oversize bool        // the body passed limit
 	fields   []string    // recorded name, value pairs
 	body     []byte      // the held body, while recording
+	frozen   []byte      // the stored form, once frozen; then nothing more is written
 }
 
 var (
@@ -69,8 +72,12 @@ func (c *capture) recording() bool { return !c.streamed && !c.oversize && !c.hij
 func (c *capture) started() bool { return c.live || c.sent }
 
 // Header returns the handler's header map: w's, until the response goes
-// out.
+// out. Once the response is frozen it returns a map of its own, which
+// changes nothing.
 func (c *capture) Header() http.Header {
+	if c.frozen != nil {
+		return http.Header{}
+	}
 	if c.live {
 		return c.w.Header()
 	}
@@ -80,6 +87,9 @@ func (c *capture) Header() http.Header {
 // WriteHeader records the status and the allowed headers. Informational
 // (1xx) headers go out at once, unrecorded.
 func (c *capture) WriteHeader(code int) {
+	if c.frozen != nil {
+		return // the response is decided: see ErrResponseFrozen
+	}
 	if code < 200 && code != http.StatusSwitchingProtocols {
 		if !c.live {
 			c.copyHeader()
@@ -149,6 +159,9 @@ func (c *capture) goLive() {
 }
 
 func (c *capture) Write(p []byte) (int, error) {
+	if c.frozen != nil {
+		return 0, ErrResponseFrozen
+	}
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
@@ -165,6 +178,9 @@ func (c *capture) Write(p []byte) (int, error) {
 }
 
 func (c *capture) WriteString(s string) (int, error) {
+	if c.frozen != nil {
+		return 0, ErrResponseFrozen
+	}
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
@@ -183,6 +199,9 @@ func (c *capture) WriteString(s string) (int, error) {
 // ReadFrom copies src through Write while holding; once live, it hands src
 // to the real writer, which may send it without copying (sendfile).
 func (c *capture) ReadFrom(src io.Reader) (int64, error) {
+	if c.frozen != nil {
+		return 0, ErrResponseFrozen
+	}
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
@@ -220,6 +239,9 @@ func (c *capture) Flush() { _ = c.FlushError() }
 // FlushError is Flush for http.ResponseController, with the real writer's
 // error.
 func (c *capture) FlushError() error {
+	if c.frozen != nil {
+		return ErrResponseFrozen
+	}
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
 	}
@@ -231,6 +253,9 @@ func (c *capture) FlushError() error {
 // Hijack takes over the connection. The response is then unknown: it is
 // stored as a tombstone whatever happens next.
 func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if c.frozen != nil {
+		return nil, nil, ErrResponseFrozen
+	}
 	c.copyHeader()
 	conn, rw, err := http.NewResponseController(c.w).Hijack()
 	if err == nil {
@@ -255,6 +280,9 @@ var ErrNotKept = errors.New("middleware: response not kept")
 // finish ends the capture once the handler has returned and gives the
 // stored form of the response, with ErrNotKept when keep refuses it.
 func (c *capture) finish(keep func(status int) bool) ([]byte, error) {
+	if c.frozen != nil {
+		return c.frozen, nil
+	}
 	if !c.wrote && !c.hijacked {
 		c.WriteHeader(http.StatusOK) // what the server would send anyway
 	}
@@ -276,6 +304,36 @@ func (c *capture) finish(keep func(status int) bool) ([]byte, error) {
 	if !c.hijacked && !keep(c.status) {
 		return enc, fmt.Errorf("%w: status %d", ErrNotKept, c.status)
 	}
+	return enc, nil
+}
+
+// ErrResponseFrozen is what writing to the response returns (Write,
+// WriteString, ReadFrom, Flush through http.ResponseController, Hijack)
+// once the handler completed its reservation in its own transaction
+// (sqllayer's CompleteReservation with a nil result): the response written
+// until then is the one stored, the one its client gets and the one every
+// retry replays, so nothing may change it. WriteHeader is ignored and
+// Header returns a map that changes nothing. Write the whole response
+// before completing. When the transaction does not commit, the middleware
+// answers a 500 problem in the response's place.
+var ErrResponseFrozen = errors.New("middleware: the response is frozen: the handler completed its reservation with the response written before")
+
+// freeze ends the response when the handler completes its reservation in
+// its own transaction and returns its stored form, which finish returns
+// from then on. A response the keep policy refuses is not frozen (ErrNotKept):
+// it must not be stored. Nothing written yet is a mistake of the handler's.
+func (c *capture) freeze(keep func(status int) bool) ([]byte, error) {
+	if c.frozen != nil {
+		return c.frozen, nil
+	}
+	if !c.wrote && !c.hijacked {
+		return nil, fmt.Errorf("%w: middleware: no response written yet: write the response, then complete the reservation (the response written is what is stored)", idem.ErrConfig)
+	}
+	enc, err := c.finish(keep)
+	if err != nil {
+		return nil, err
+	}
+	c.frozen = enc
 	return enc, nil
 }
 

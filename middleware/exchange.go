@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -19,7 +20,8 @@ type exchange struct {
 	next    func(http.ResponseWriter, *http.Request)
 	body    body
 	capture capture
-	work    tiered.Func // x.runHandler, bound once when x is made
+	work    tiered.Func            // x.runHandler, bound once when x is made
+	freeze  func() ([]byte, error) // x.freezeResponse, bound once when x is made
 
 	// The Store may run the handler on a goroutine of its own, and the
 	// request may end (its client gone) while it waits; the handler must
@@ -52,6 +54,7 @@ const maxPooled = 64 << 10
 var exchanges = sync.Pool{New: func() any {
 	x := &exchange{body: body{buf: make([]byte, 0, 4<<10)}, capture: capture{body: make([]byte, 0, 4<<10)}}
 	x.work = x.runHandler
+	x.freeze = x.freezeResponse
 	return x
 }}
 
@@ -100,11 +103,21 @@ func (x *exchange) runHandler(ctx context.Context) ([]byte, error) {
 	x.mu.Unlock()
 	defer x.handlerReturned()
 	x.capture.reset(x.w, &x.h.c)
+	if res, ok := idem.ReservationFrom(ctx); ok {
+		// A completion in the handler's own transaction stores the
+		// response the handler wrote until then.
+		_ = res.SetResultFunc(x.freeze) // a fresh reservation: none is set
+	}
 	r := x.r.WithContext(ctx)
 	r.Body = x.body.reader()
 	x.next(&x.capture, r)
 	return x.capture.finish(x.h.c.keep)
 }
+
+// freezeResponse is the result function of the reservation: it freezes the
+// response the handler wrote and returns its stored form. It runs on the
+// goroutine of the handler that completes.
+func (x *exchange) freezeResponse() ([]byte, error) { return x.capture.freeze(x.h.c.keep) }
 
 func (x *exchange) handlerReturned() {
 	x.mu.Lock()

@@ -130,6 +130,10 @@ func storeProblem(err error) problemKind {
 	switch {
 	case errors.As(err, &pe):
 		return problemFailed
+	case errors.Is(err, tiered.ErrNotCommitted):
+		// The handler's transaction did not commit: nothing is stored and
+		// the key is released; a retry runs the handler again.
+		return problemFailed
 	case errors.Is(err, idem.ErrMismatch):
 		return problemMismatch
 	case errors.Is(err, idem.ErrInFlight), errors.Is(err, idem.ErrLeaseLost):

@@ -184,7 +184,8 @@ func (h *Handler) answerLeader(x *exchange, err error) {
 		h.fail(w, r, problemFailed, err)
 		return
 	}
-	if x.capture.started() || err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable) {
+	if x.capture.started() || (!errors.Is(err, tiered.ErrNotCommitted) &&
+		(err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable))) {
 		x.capture.send()
 		h.answered(r, AnswerExecuted, x.capture.status, 0)
 		return

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/sqllayer"
+	"github.com/idemkit/idem/tiered"
 )
 
 // openSQLite opens an in-memory SQLite database. An in-memory database
@@ -213,4 +214,54 @@ func ExampleDDL() {
 	// pg: 3 tables
 	// mysql: 3 tables
 	// sqlite: 3 tables
+}
+
+// A queue consumer behind a Store completes its reservation in the
+// transaction of its business write: a redelivery after the commit replays,
+// and never writes again.
+func ExampleLayer_CompleteReservation() {
+	ctx := context.Background()
+	db := openSQLite("example_reservation")
+	defer db.Close()
+	layer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := layer.Init(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE shipments (order_id TEXT)"); err != nil {
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(layer))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	consume := func(msgID, orderID string) {
+		res, err := store.Do(ctx, idem.NewKey("shipping", msgID), "ship", func(ctx context.Context) ([]byte, error) {
+			reservation, _ := idem.ReservationFrom(ctx)
+			result := []byte("shipped " + orderID)
+			return result, db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+				if _, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (?)", orderID); err != nil {
+					return err
+				}
+				return layer.CompleteReservation(ctx, tx, reservation, result)
+			})
+		})
+		fmt.Printf("%s: %q replayed=%v err=%v\n", msgID, res.Value, res.Replayed, err)
+	}
+	consume("msg-1", "order-7")
+	consume("msg-1", "order-7") // redelivered
+
+	var n int
+	if err := db.NewRaw("SELECT count(*) FROM shipments").Scan(ctx, &n); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("shipments:", n)
+	// Output:
+	// msg-1: "shipped order-7" replayed=false err=<nil>
+	// msg-1: "shipped order-7" replayed=true err=<nil>
+	// shipments: 1
 }

@@ -24,10 +24,12 @@ type call struct {
 	start    time.Time // when the execution began deciding
 	deadline time.Time // start + the Store's wait: when waiting for another owner ends
 
-	redisToken string    // this process's claim in Redis, or ""
-	redisSent  time.Time // when that claim was sent
-	sqlToken   string    // this process's claim in SQL, or ""
-	sqlSent    time.Time // when that claim was sent
+	redisToken    string    // this process's claim in Redis, or ""
+	redisSent     time.Time // when that claim was sent
+	redisTookOver bool      // that claim took over an earlier owner's
+	sqlToken      string    // this process's claim in SQL, or ""
+	sqlSent       time.Time // when that claim was sent
+	sqlTookOver   bool      // that claim took over an earlier owner's
 
 	out outcome
 
@@ -99,7 +101,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 		}
 		s.health.ok(c.ctx)
 		if claimed {
-			c.redisToken = rec.Token
+			c.redisToken, c.redisTookOver = rec.Token, rec.TookOver
 			c.observe(idem.EventClaimed, idem.TierRedis, 0, nil)
 			return outcome{}, false
 		}
@@ -220,7 +222,7 @@ func (c *call) askSQL() (o outcome, done bool) {
 			return outcome{err: err}, true
 		}
 		if claimed {
-			c.sqlToken, c.sqlSent = rec.Token, sent
+			c.sqlToken, c.sqlSent, c.sqlTookOver = rec.Token, sent, rec.TookOver
 			c.observe(idem.EventClaimed, idem.TierSQL, 0, nil)
 			return outcome{}, false
 		}

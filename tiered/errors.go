@@ -15,6 +15,15 @@ import (
 // record lives).
 var ErrPending = errors.New("tiered: the work ran; its result is not stored yet")
 
+// ErrNotCommitted is returned, with fn's value in Result.Value (and
+// wrapping fn's error, if any), when fn completed its reservation in a
+// transaction of its own (sqllayer's CompleteReservation) and that
+// transaction did not commit: the record is still in progress under the
+// execution's token once fn returned. Nothing is stored; the Store released
+// the key, so that a retry runs the work again. The HTTP middleware answers
+// it with a 500 problem, not with the response the handler wrote.
+var ErrNotCommitted = errors.New("tiered: the work completed its reservation in a transaction that did not commit; nothing is stored")
+
 // ErrNotReplayable is returned for a key whose work ran once but whose
 // result was too large for the deciding tier to keep. The key is completed
 // with a marker that says so (in place of the result), so the work never

@@ -20,6 +20,11 @@ type hold struct {
 	tier    idem.Tier // the deciding claim's tier; TierNone when there is no claim
 	expiry  time.Time // when the deciding lease lapses at the earliest, by this process's clock
 	renewed time.Time // when the last accepted renewal, or the claim, was sent
+
+	// reserved says that fn was given a reservation, whose owner handle
+	// tells whether fn completed it in a transaction of its own.
+	reserved bool
+	owner    idem.ReservationOwner
 }
 
 // hold returns the call's hold on its claims, as they stand after the
@@ -39,6 +44,14 @@ func (c *call) hold() *hold {
 	// scheduling.
 	h.expiry = h.renewed.Add(c.s.cfg.lease - c.s.leaseMargin())
 	return h
+}
+
+// claim returns the deciding tier's layer and this process's token in it.
+func (h *hold) claim() (idem.Layer, string) {
+	if h.tier == idem.TierRedis {
+		return h.c.s.redis, h.c.redisToken
+	}
+	return h.c.s.sql, h.c.sqlToken
 }
 
 // claimed reports whether there is a claim to hold.
@@ -129,10 +142,7 @@ func (h *hold) renew() (decided, lost bool) {
 // no bound); then it returns the last error.
 func (h *hold) complete(val []byte, until time.Time) (accepted time.Time, err error) {
 	c, s := h.c, h.c.s
-	layer, token := s.sql, c.sqlToken
-	if h.tier == idem.TierRedis {
-		layer, token = s.redis, c.redisToken
-	}
+	layer, token := h.claim()
 	pause := s.retryPause()
 	for {
 		sent := time.Now()
@@ -223,6 +233,10 @@ func (r *renewal) run() {
 		decided, lost := h.renew()
 		next := every
 		switch {
+		case lost && h.ownCompletion():
+			// fn's own transaction completed the key: there is no lease
+			// left to hold, and the work goes on.
+			return
 		case lost:
 			c.observe(idem.EventLeaseLost, h.tier, 0, idem.ErrLeaseLost)
 			r.cancel(idem.ErrLeaseLost)

@@ -309,7 +309,7 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 	o := c.out
 	o.result.Replayed = true
 	o.result.Waited = waited
-	if errors.Is(o.err, ErrPending) || errors.Is(o.err, idem.ErrLeaseLost) || errors.Is(o.err, idem.ErrClosed) {
+	if errors.Is(o.err, ErrPending) || errors.Is(o.err, idem.ErrLeaseLost) || errors.Is(o.err, idem.ErrClosed) || errors.Is(o.err, ErrNotCommitted) {
 		// The leader's value is not the key's result: it may never be
 		// stored, or another owner's stands. Only the leader sees it.
 		o.result.Value = nil

@@ -30,11 +30,38 @@ func (c *call) work(tier idem.Tier) outcome {
 	// The work ends with the Store: Close cancels it (cause idem.ErrClosed).
 	workCtx, cancel := context.WithCancelCause(&underStore{Context: c.ctx, base: s.base})
 	defer cancel(nil)
+	fnCtx := context.Context(workCtx)
+	if tier != idem.TierNone && h.claimed() {
+		// A deciding tier claimed the key: fn may read its reservation,
+		// and complete it in a transaction of its own.
+		var res *idem.Reservation
+		res, h.owner = c.reservation(h)
+		h.reserved = true
+		fnCtx = idem.ContextWithReservation(workCtx, res)
+	}
 	r := h.renewWhile(cancel)
 	began := time.Now()
-	val, err := runFn(workCtx, c.fn)
+	val, err := runFn(fnCtx, c.fn)
 	r.stop()
 	took := time.Since(began)
+	if h.reserved {
+		written, inTx, refused := h.owner.End()
+		if inTx {
+			return c.settleInTx(h, written, val, err, tier, took)
+		}
+		if refused != nil {
+			// fn tried to complete in a transaction that could not hold
+			// the completion (a mistake of setup or use): whatever it
+			// returned, its result was meant to commit with that
+			// transaction. Keep nothing; say what went wrong.
+			if err != nil && !errors.Is(err, refused) {
+				refused = errors.Join(refused, err)
+			}
+			c.release()
+			c.observe(idem.EventReleased, tier, took, refused)
+			return outcome{result: Result{Value: val, Tier: tier}, err: refused}
+		}
+	}
 	if err != nil {
 		if cause := context.Cause(workCtx); errors.Is(cause, idem.ErrLeaseLost) && errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w: %w", idem.ErrLeaseLost, err)

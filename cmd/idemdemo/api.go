@@ -121,9 +121,11 @@ func startInstance(name string, b *backends, providerDelay time.Duration) (*inst
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /charges", in.charge(providerDelay))
+	mux.HandleFunc("POST /charges/tx", in.chargeInTx)
 	in.srv = &http.Server{
 		Handler:           mw(mux),
 		ReadHeaderTimeout: 5 * time.Second,
+		ConnContext:       withConn,
 	}
 	in.ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

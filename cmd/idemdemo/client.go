@@ -30,18 +30,33 @@ func (r response) same(o response) bool {
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 
+// freshClient dials a new connection for every request. net/http re-sends
+// a request that carries an Idempotency-Key when a reused connection
+// breaks before an answer; a request whose cut the demo shows must not be
+// re-sent behind its back.
+var freshClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
 // post sends one charge request.
 func post(ctx context.Context, url, merchant, key, body string) response {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/charges", bytes.NewBufferString(body))
+	return postTo(ctx, httpClient, url+"/charges", merchant, key, body)
+}
+
+// postTo sends one charge request to url through client, with extra
+// headers as name, value pairs.
+func postTo(ctx context.Context, client *http.Client, url, merchant, key, body string, extra ...string) response {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewBufferString(body))
 	if err != nil {
 		return response{err: err}
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Merchant", merchant)
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return response{err: err}
 	}

@@ -23,6 +23,10 @@
 //     request.
 //  7. A CRM sync delivers customer crm_4821 version 17 twice and a late
 //     version 16: applied once, 16 skipped.
+//  8. The charge and idem's completion commit in one transaction
+//     (sqllayer's CompleteReservation), and the connection is cut right
+//     after the commit, as if the process died before answering: the retry
+//     on another instance replays the committed response, one charge.
 //
 // The charges table also carries UNIQUE (provider, external_payment_id): the
 // payment provider's ID is derived from the idempotency key passed

@@ -44,7 +44,7 @@ func TestDemoScenarios(t *testing.T) {
 			if code := run(tc.args, &out, &errs); code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, out.String(), errs.String())
 			}
-			if !strings.Contains(out.String(), "all 7 scenarios passed") {
+			if !strings.Contains(out.String(), "all 8 scenarios passed") {
 				t.Fatalf("output:\n%s", out.String())
 			}
 			t.Log("\n" + out.String())

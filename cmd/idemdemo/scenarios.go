@@ -32,6 +32,7 @@ var scenarios = []scenario{
 	{"queue redelivers one event 50 times", "processed once, in its transaction", (*demo).redelivery},
 	{"retry with a new timestamp and trace ID", "same request: replayed", (*demo).noisyRetry},
 	{"CRM sync: v17 twice, then a late v16", "applied once, v16 skipped", (*demo).crmSync},
+	{"charge and idem's record in one transaction, response killed after the commit", "retry replays, 1 charge", (*demo).inTxCrash},
 }
 
 func (d *demo) url(i int) string { return d.instances[i%len(d.instances)].url() }

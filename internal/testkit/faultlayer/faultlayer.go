@@ -50,6 +50,10 @@ type fault struct {
 // New wraps inner.
 func New(inner idem.Layer) *Layer { return &Layer{Inner: inner} }
 
+// Unwrap returns Inner: a reservation the wrapped layer holds is one Inner
+// holds (see idem.Reservation.CompleteWith).
+func (l *Layer) Unwrap() idem.Layer { return l.Inner }
+
 // Calls returns how many times m was called (faulted calls included).
 func (l *Layer) Calls(m Method) int64 { return l.calls[m].Load() }
 

@@ -1,0 +1,83 @@
+package middleware_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	_ "modernc.org/sqlite" // the "sqlite" driver
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/sqllayer"
+	"github.com/idemkit/idem/tiered"
+)
+
+// The reservation in the handler's transaction: the charge and idem's
+// record commit together, so a response lost after the commit is replayed
+// to the retry, and a rollback leaves nothing behind.
+func ExampleNew_reservation() {
+	ctx := context.Background()
+	sqldb, err := sql.Open("sqlite", "file:example_reservation?mode=memory&_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	sqldb.SetMaxOpenConns(1) // an in-memory database belongs to its connection
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+	sqlLayer, err := sqllayer.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := sqlLayer.Init(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE charges (id TEXT PRIMARY KEY, amount INTEGER)"); err != nil {
+		log.Fatal(err)
+	}
+	store, err := tiered.New(tiered.WithSQL(sqlLayer))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	mw, err := middleware.New(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	r := chi.NewRouter()
+	r.Use(mw)
+	r.Post("/charges", func(w http.ResponseWriter, r *http.Request) {
+		res, _ := idem.ReservationFrom(r.Context()) // behind the middleware there is one
+		err := db.RunInTx(r.Context(), nil, func(ctx context.Context, tx bun.Tx) error {
+			id := "ch_" + res.Key().Hex()[:8]
+			if _, err := tx.ExecContext(ctx, "INSERT INTO charges (id, amount) VALUES (?, ?)", id, 4200); err != nil {
+				return err
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"id":%q}`, id)
+			return sqlLayer.CompleteReservation(ctx, tx, res, nil) // last: the response is stored as written
+		})
+		if err != nil {
+			log.Print(err) // nothing committed: the middleware answers 500 and the retry runs again
+		}
+	})
+
+	post(r, "/charges", "pay-7", `{"amount":4200}`)
+	post(r, "/charges", "pay-7", `{"amount":4200}`) // the retry after a lost response
+	var n int
+	if err := db.NewRaw("SELECT count(*) FROM charges").Scan(ctx, &n); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("charges:", n)
+	// Output:
+	// 201  {"id":"ch_7b0367bf"}
+	// 201  {"id":"ch_7b0367bf"}
+	// charges: 1
+}
