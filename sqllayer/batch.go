@@ -79,6 +79,8 @@ type batcher[In, Out any] struct {
 	mu    sync.Mutex // guards busy, queue and each member's run
 	busy  bool       // a statement of this kind is in flight
 	queue []*member[In, Out]
+
+	batched atomic.Int64 // calls that went out in a batch
 }
 
 // Member states.
@@ -196,6 +198,7 @@ func (b *batcher[In, Out]) runOne(ms []*member[In, Out], r *batchRun) {
 	for i, m := range ms {
 		ins[i] = m.in
 	}
+	b.batched.Add(int64(len(ms)))
 	outs := b.run(r.ctx, ins)
 	for i, m := range ms {
 		m.out = outs[i]
