@@ -364,3 +364,69 @@ func TestBatchedFleet(t *testing.T) {
 		t.Logf("%d of %d calls went out in batches", batched, 2*len(claims)+len(claims))
 	})
 }
+
+// TestMarkProcessedBatch: one call marks new events, reports those
+// processed before and repeats within the batch as duplicates, revives an
+// expired row, validates every ID, and rolls back with the transaction.
+func TestMarkProcessedBatch(t *testing.T) {
+	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
+		b := setup(t, s)
+		l, db := b.layer(t)
+		short, _ := b.layer(t, sqllayer.WithEventRetention(time.Microsecond))
+		c := ctx(t)
+		consumer := testenv.Name("consumer")
+		mark := func(l *sqllayer.Layer, ids []string, commit bool) []bool {
+			t.Helper()
+			tx := must.Get(db.BeginTx(c, nil))(t)
+			dups, err := l.MarkProcessedBatch(c, tx, consumer, ids)
+			if err != nil {
+				_ = tx.Rollback()
+				t.Fatalf("MarkProcessedBatch: %v", err)
+			}
+			if commit {
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				_ = tx.Rollback()
+			}
+			return dups
+		}
+		if got := mark(l, []string{"seen"}, true); fmt.Sprint(got) != "[false]" {
+			t.Fatalf("first mark: %v", got)
+		}
+		if got := mark(short, []string{"expired"}, true); fmt.Sprint(got) != "[false]" {
+			t.Fatalf("short mark: %v", got)
+		}
+		if got := mark(l, []string{"rolled-back"}, false); fmt.Sprint(got) != "[false]" {
+			t.Fatalf("mark rolled back: %v", got)
+		}
+		time.Sleep(20 * time.Millisecond) // the microsecond retention lapses (SQLite counts milliseconds)
+		ids := []string{"a", "seen", "b", "a", "expired", "rolled-back"}
+		want := "[false true false true false false]"
+		if got := mark(l, ids, true); fmt.Sprint(got) != want {
+			t.Errorf("mixed batch: %v, want %v", got, want)
+		}
+		all := make([]string, 1200) // more than one statement's worth
+		for i := range all {
+			all[i] = fmt.Sprint("many-", i%1100)
+		}
+		got := mark(l, all, true)
+		for i, dup := range got {
+			if dup != (i >= 1100) {
+				t.Fatalf("event %d (%s): duplicate=%v", i, all[i], dup)
+			}
+		}
+		if got := mark(l, []string{"many-3", "many-1099", "new"}, true); fmt.Sprint(got) != "[true true false]" {
+			t.Errorf("after chunks: %v", got)
+		}
+		tx := must.Get(db.BeginTx(c, nil))(t)
+		defer func() { _ = tx.Rollback() }()
+		if _, err := l.MarkProcessedBatch(c, tx, consumer, []string{"ok", ""}); !errors.Is(err, idem.ErrInvalidKey) {
+			t.Errorf("an empty ID: %v, want ErrInvalidKey", err)
+		}
+		if got, err := l.MarkProcessedBatch(c, tx, consumer, nil); err != nil || len(got) != 0 {
+			t.Errorf("no IDs: %v %v", got, err)
+		}
+	})
+}
