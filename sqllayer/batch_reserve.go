@@ -3,6 +3,7 @@ package sqllayer
 import (
 	"bytes"
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -59,14 +60,20 @@ func (l *Layer) reserveMany(ctx context.Context, cs []*claim) []claimOut {
 		return out
 	}
 	todo := make([]int, 0, len(cs))
-	seen := make(map[string]bool, len(cs))
+	first := make(map[string]int, len(cs))
+	var repeats []int // claims of a key an earlier claim in the batch carries
 	for i, c := range cs {
-		if seen[string(c.digest)] {
-			out[i].again = true // decided by its own statements, after the first
+		if _, ok := first[string(c.digest)]; ok {
+			repeats = append(repeats, i)
 			continue
 		}
-		seen[string(c.digest)] = true
+		first[string(c.digest)] = i
 		todo = append(todo, i)
+	}
+	// found holds every row the batch read, for the repeats.
+	found := make(map[string]*row, len(todo))
+	if len(repeats) > 0 {
+		defer l.answerRepeats(cs, out, repeats, first, found)
 	}
 	// Concurrent batches take their keys' locks in one order.
 	slices.SortFunc(todo, func(a, b int) int { return bytes.Compare(cs[a].digest, cs[b].digest) })
@@ -78,6 +85,7 @@ func (l *Layer) reserveMany(ctx context.Context, cs []*claim) []claimOut {
 			return out
 		}
 		todo = l.decide(cs, todo, rows, out, true)
+		maps.Copy(found, rows)
 	}
 	if len(todo) == 0 {
 		return out
@@ -113,7 +121,29 @@ func (l *Layer) reserveMany(ctx context.Context, cs []*claim) []claimOut {
 		}
 	}
 	l.decide(cs, rest, rows, out, false)
+	maps.Copy(found, rows)
 	return out
+}
+
+// answerRepeats answers the claims of a key an earlier claim in the batch
+// carried, as a Reserve that came just after it would be answered: the
+// record the first claimed, in progress and without its token, or the row
+// the batch read, unless a claim could act on it; else the caller's own
+// statements decide.
+func (l *Layer) answerRepeats(cs []*claim, out []claimOut, repeats []int, first map[string]int, found map[string]*row) {
+	for _, j := range repeats {
+		i := first[string(cs[j].digest)]
+		switch r, ok := found[string(cs[j].digest)]; {
+		case out[i].claimed:
+			rec := out[i].rec
+			rec.Token = ""
+			out[j] = claimOut{rec: rec}
+		case ok && !r.takeable(cs[j].fp):
+			out[j] = claimOut{rec: r.record(cs[j].key, l.resolution)}
+		default:
+			out[j].again = true
+		}
+	}
 }
 
 // decide answers each claim of idx whose key rows holds and no claim may
