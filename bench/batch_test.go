@@ -18,8 +18,8 @@ import (
 // the same pool and table.
 //
 //	op=new        baseline:  INSERT … ON CONFLICT DO NOTHING, then UPDATE … WHERE key AND token
-//	              idem:      Reserve + Complete of a fresh key, batching on (the default)
-//	              unbatched: the same with WithBatchSize(0)
+//	              idem:      Reserve + Complete of a fresh key, WithBatchSize(64)
+//	              unbatched: the same without batching (the default)
 //	op=duplicate  baseline:  SELECT of the row by primary key
 //	              idem:      Reserve on a completed key, batching on
 //	op=events100  baseline:  100 MarkProcessed calls in one transaction
@@ -31,7 +31,7 @@ func BenchmarkSQLBatch(b *testing.B) {
 	db, table := dbFor(b)
 	events, versions := testenv.Name("e"), testenv.Name("v")
 	opts := tableOpts(table, events, versions)
-	l := must.Get(sqllayer.New(db, opts...))(b)
+	l := must.Get(sqllayer.New(db, append(opts, sqllayer.WithBatchSize(64))...))(b)
 	if err := l.Init(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -283,7 +283,10 @@ VALUES (?, '', '', 'fp', 1, 'gate', now(), now(), now() + interval '1 hour')`, d
 	goneCtx, leave := context.WithCancel(c)
 	gone, stay := make(chan error, 1), make(chan claimAnswer, 1)
 	go func() { _, _, err := l.Reserve(goneCtx, kGone, "fp", time.Hour, time.Hour); gone <- err }()
-	go func() { r, claimed, err := l.Reserve(c, kStay, "fp", time.Hour, time.Hour); stay <- claimAnswer{r, claimed, err} }()
+	go func() {
+		r, claimed, err := l.Reserve(c, kStay, "fp", time.Hour, time.Hour)
+		stay <- claimAnswer{r, claimed, err}
+	}()
 	inFlight(t, l, 0, 2)
 	open2 := hold(kStay)
 	open1()

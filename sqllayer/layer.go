@@ -73,7 +73,6 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 		retries:   DefaultRetries,
 		now:       time.Now,
 		eventTTL:  DefaultEventRetention,
-		batchSize: DefaultBatchSize,
 	}
 	var errs []error
 	for _, o := range opts {
