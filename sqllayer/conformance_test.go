@@ -26,17 +26,22 @@ func TestConformance(t *testing.T) {
 		open  func(testing.TB) *testenv.SQL
 		order idem.ReserveOrder
 		conns int
+		batch int // WithBatchSize
 	}
 	runs := []run{
-		{"postgres", testenv.Postgres, idem.OrderAdaptive, 4},
-		{"mysql", testenv.MySQL, idem.OrderAdaptive, 4},
-		{"sqlite-file", testenv.SQLiteFile, idem.OrderAdaptive, 0},
-		{"sqlite-memory", testenv.SQLiteMemory, idem.OrderAdaptive, 0},
+		{"postgres", testenv.Postgres, idem.OrderAdaptive, 4, 0},
+		{"mysql", testenv.MySQL, idem.OrderAdaptive, 4, 0},
+		{"sqlite-file", testenv.SQLiteFile, idem.OrderAdaptive, 0, 0},
+		{"sqlite-memory", testenv.SQLiteMemory, idem.OrderAdaptive, 0, 0},
+	}
+	for _, r := range runs[:4] {
+		r.name, r.batch = r.name+"-batched", 64
+		runs = append(runs, r)
 	}
 	for _, o := range []idem.ReserveOrder{idem.OrderReadFirst, idem.OrderClaimFirst, idem.OrderOneStatement} {
 		runs = append(runs,
-			run{"postgres-" + o.String(), testenv.Postgres, o, 2},
-			run{"mysql-" + o.String(), testenv.MySQL, o, 2})
+			run{"postgres-" + o.String(), testenv.Postgres, o, 2, 0},
+			run{"mysql-" + o.String(), testenv.MySQL, o, 2, 0})
 	}
 	var wg sync.WaitGroup
 	for _, r := range runs {
@@ -51,7 +56,7 @@ func TestConformance(t *testing.T) {
 					// detector slows down tenfold.
 					Keys: 150,
 					New: func(t *testing.T) idem.Layer {
-						l, _ := b.layer(t, sqllayer.WithReserveOrder(r.order))
+						l, _ := b.layer(t, sqllayer.WithReserveOrder(r.order), sqllayer.WithBatchSize(r.batch))
 						return l
 					},
 					// Servers compare microseconds, SQLite milliseconds; a

@@ -103,6 +103,16 @@
 // primary-key SELECT of the live row. Records returned to anyone but the
 // claimer carry no token.
 //
+// # Batching
+//
+// With WithBatchSize, Reserve and Complete calls that arrive while a
+// statement of their kind is in flight on the Layer go out together in the
+// next one (group commit): a call that finds nothing in flight is sent at
+// once, alone, and no timer holds a call back. Each caller's answer is the
+// one it would have had alone (see WithBatchSize). A flusher goroutine runs the queued batches and ends
+// when the queue is empty. MarkProcessedBatch is the explicit batch API of
+// consumers that receive events in batches.
+//
 // # Transactions of the caller
 //
 // InTx inserts the processed-event row and runs the caller's function in one

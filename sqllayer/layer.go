@@ -51,6 +51,12 @@ type Layer struct {
 	now       func() time.Time
 	obs       idem.Observer
 	eventTTL  time.Duration
+
+	// batchSize is the most calls one batched statement carries; 0: off.
+	batchSize   int
+	bst         batchStmts
+	claims      *batcher[*claim, claimOut]         // nil when batching is off
+	completions *batcher[*completion, completeOut] // nil when batching is off
 }
 
 // New returns a Layer over db, whose dialect (pgdialect, mysqldialect or
@@ -102,6 +108,13 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 		return nil, fmt.Errorf("%w: sqllayer: %w", idem.ErrConfig, err)
 	}
 	l.st = st.build(l.names, l.native)
+	l.bst = newBatchStmts(l.dialect, l.names, l.native)
+	if l.batchSize > 1 {
+		l.claims = &batcher[*claim, claimOut]{max: l.batchSize, run: l.reserveMany, orphan: l.releaseOrphan,
+			weight: func(*claim) int { return 0 }}
+		l.completions = &batcher[*completion, completeOut]{max: l.batchSize, run: l.completeMany,
+			weight: func(c *completion) int { return len(c.result) }}
+	}
 	var err error
 	if l.schema, err = schema(l.dialect, l.names); err != nil {
 		return nil, fmt.Errorf("%w: %w", idem.ErrConfig, err)

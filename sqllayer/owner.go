@@ -18,8 +18,7 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 	if err := l.checkComplete(ctx, key, result, ttl); err != nil {
 		return err
 	}
-	err := l.retry(ctx, func() error { return l.complete(ctx, l.pool(), key, token, result, ttl) })
-	return l.wrap("complete", err)
+	return l.wrap("complete", l.completeKey(ctx, key, token, result, ttl))
 }
 
 // CompleteTx completes the record like Complete, inside the caller's

@@ -74,14 +74,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		lease:  micros(lease),
 		expiry: micros(max(ttl, lease)),
 	}
-	var (
-		rec     idem.Record
-		claimed bool
-	)
-	err := l.retry(ctx, func() (err error) {
-		rec, claimed, err = l.reserve(ctx, c)
-		return err
-	})
+	rec, claimed, err := l.claimKey(ctx, c)
 	if err != nil {
 		return idem.Record{}, false, l.wrap("reserve", err)
 	}

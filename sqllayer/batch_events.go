@@ -1,0 +1,247 @@
+package sqllayer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+)
+
+// MaxEventBatch is the most event IDs one statement of MarkProcessedBatch
+// carries; a longer batch is sent in chunks of this size.
+const MaxEventBatch = 500
+
+// MarkProcessedBatch records many events of one consumer as processed inside
+// the caller's transaction, as MarkProcessed does one: for consumers that
+// receive batches (a Kafka poll, an SQS receive). duplicates[i] is true when
+// eventIDs[i] was processed before (its row exists and has not expired), or
+// when it appeared earlier in eventIDs (the second is a duplicate of the
+// first); the caller skips those and processes the rest in tx. The rows of
+// the others commit or roll back with tx.
+//
+// It runs one multi-row INSERT per MaxEventBatch IDs that tolerates only
+// the duplicate key (ON CONFLICT DO NOTHING … RETURNING on Postgres and
+// SQLite; on MySQL a plain INSERT, and only when it reports a duplicate,
+// a read of which IDs exist). Duplicates cost one more read, which asks
+// whether their rows have expired: an expired row is deleted and inserted
+// again, as MarkProcessed does. It never aborts tx on a duplicate and
+// retries nothing inside tx: a deadlock gives ErrConflict.
+//
+// consumer and every ID are validated as MarkProcessed validates them
+// (UTF-8 text of 1 to 255 bytes); one invalid ID fails the call before
+// anything is sent, with an error that names its index. An empty eventIDs
+// returns an empty result.
+func (l *Layer) MarkProcessedBatch(ctx context.Context, tx bun.Tx, consumer string, eventIDs []string) (duplicates []bool, err error) {
+	if err := checkID("consumer", consumer); err != nil {
+		return nil, err
+	}
+	for i, id := range eventIDs {
+		if err := checkID("event ID", id); err != nil {
+			return nil, fmt.Errorf("event %d: %w", i, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q, err := l.on(tx)
+	if err != nil {
+		return nil, err
+	}
+	duplicates = make([]bool, len(eventIDs))
+	// Each ID once: a repeat is a duplicate of its first.
+	first := make(map[string]bool, len(eventIDs))
+	ids := make([]int, 0, len(eventIDs))
+	for i, id := range eventIDs {
+		if first[id] {
+			duplicates[i] = true
+			continue
+		}
+		first[id] = true
+		ids = append(ids, i)
+	}
+	for len(ids) > 0 {
+		n := min(len(ids), MaxEventBatch)
+		chunk := make([]string, n)
+		for j, i := range ids[:n] {
+			chunk[j] = eventIDs[i]
+		}
+		dup, err := l.markMany(ctx, q, consumer, chunk)
+		if err != nil {
+			return nil, l.wrap("mark processed", err)
+		}
+		for j, i := range ids[:n] {
+			duplicates[i] = dup[j]
+		}
+		ids = ids[n:]
+	}
+	return duplicates, nil
+}
+
+// markMany marks distinct event IDs processed and reports which were
+// duplicates.
+func (l *Layer) markMany(ctx context.Context, q querier, consumer string, ids []string) ([]bool, error) {
+	if l.dialect == dialect.MySQL {
+		return l.markManyMySQL(ctx, q, consumer, ids)
+	}
+	dup := make([]bool, len(ids))
+	idx := make([]int, len(ids))
+	for j := range ids {
+		idx[j] = j
+	}
+	fresh, err := l.insertEvents(ctx, q, consumer, ids, idx)
+	if err != nil {
+		return nil, err
+	}
+	var taken []int
+	for _, j := range idx {
+		if !fresh[ids[j]] {
+			taken = append(taken, j)
+		}
+	}
+	if len(taken) == 0 {
+		return dup, nil
+	}
+	// The rows exist. Expired ones are absent: delete them and insert them
+	// again, in this same transaction. A row this transaction's snapshot
+	// cannot see committed after it began: it is live.
+	expired, err := l.expiredEvents(ctx, q, consumer, ids, taken)
+	if err != nil {
+		return nil, err
+	}
+	var revive []int
+	for _, j := range taken {
+		if expired[ids[j]] {
+			revive = append(revive, j)
+		} else {
+			dup[j] = true
+		}
+	}
+	if len(revive) == 0 {
+		return dup, nil
+	}
+	if _, err := affected(ctx, q, l.bst.revive.get(len(revive)), l.eventArgs(consumer, nil, ids, revive)...); err != nil {
+		return nil, err
+	}
+	if fresh, err = l.insertEvents(ctx, q, consumer, ids, revive); err != nil {
+		return nil, err
+	}
+	for _, j := range revive {
+		dup[j] = !fresh[ids[j]]
+	}
+	return dup, nil
+}
+
+// insertEvents inserts the IDs idx where they are free (Postgres, SQLite)
+// and returns those it inserted.
+func (l *Layer) insertEvents(ctx context.Context, q querier, consumer string, ids []string, idx []int) (map[string]bool, error) {
+	fresh := make(map[string]bool, len(idx))
+	err := queryEach(ctx, q, l.bst.mark.get(len(idx)), l.eventArgs(consumer, micros(l.eventTTL), ids, idx),
+		func(scan func(...any) error) error {
+			var id []byte
+			if err := scan(&id); err != nil {
+				return err
+			}
+			fresh[string(id)] = true
+			return nil
+		})
+	return fresh, err
+}
+
+// expiredEvents returns, for the IDs idx that have a row, whether it
+// expired.
+func (l *Layer) expiredEvents(ctx context.Context, q querier, consumer string, ids []string, idx []int) (map[string]bool, error) {
+	expired := make(map[string]bool, len(idx))
+	err := queryEach(ctx, q, l.bst.marked.get(len(idx)), l.eventArgs(consumer, nil, ids, idx),
+		func(scan func(...any) error) error {
+			var (
+				id  []byte
+				exp bool
+			)
+			if err := scan(&id, &exp); err != nil {
+				return err
+			}
+			expired[string(id)] = exp
+			return nil
+		})
+	return expired, err
+}
+
+// eventArgs returns the arguments of a batched event statement: the
+// consumer, the retention unless it is nil, and the IDs idx.
+func (l *Layer) eventArgs(consumer string, retention any, ids []string, idx []int) []any {
+	args := make([]any, 0, len(idx)+2)
+	args = append(args, l.id(consumer))
+	if retention != nil {
+		args = append(args, retention)
+	}
+	for _, j := range idx {
+		args = append(args, l.id(ids[j]))
+	}
+	return args
+}
+
+// markManyMySQL: a plain multi-row INSERT, which commits to nothing when it
+// fails (the statement rolls back, the transaction goes on). Only when it
+// reports a duplicate key does one read find which IDs exist, expired rows
+// are deleted, and the rest is inserted again; a duplicate that a
+// concurrent transaction committed meanwhile makes that INSERT fail too,
+// and then each remaining ID runs MarkProcessed's own statements.
+func (l *Layer) markManyMySQL(ctx context.Context, q querier, consumer string, ids []string) ([]bool, error) {
+	dup := make([]bool, len(ids))
+	idx := make([]int, len(ids))
+	for j := range ids {
+		idx[j] = j
+	}
+	err := l.execEvents(ctx, q, consumer, ids, idx)
+	if err == nil {
+		return dup, nil
+	}
+	if classify(err, l.dialect) != kindUnique {
+		return nil, err
+	}
+	expired, err := l.expiredEvents(ctx, q, consumer, ids, idx)
+	if err != nil {
+		return nil, err
+	}
+	var rest, revive []int
+	for _, j := range idx {
+		exp, found := expired[ids[j]]
+		switch {
+		case !found:
+			rest = append(rest, j)
+		case exp:
+			revive = append(revive, j)
+			rest = append(rest, j)
+		default:
+			dup[j] = true
+		}
+	}
+	if len(revive) > 0 {
+		if _, err := affected(ctx, q, l.bst.revive.get(len(revive)), l.eventArgs(consumer, nil, ids, revive)...); err != nil {
+			return nil, err
+		}
+	}
+	if len(rest) == 0 {
+		return dup, nil
+	}
+	err = l.execEvents(ctx, q, consumer, ids, rest)
+	if err == nil {
+		return dup, nil
+	}
+	if classify(err, l.dialect) != kindUnique {
+		return nil, err
+	}
+	for _, j := range rest {
+		if dup[j], err = l.markProcessed(ctx, q, consumer, ids[j]); err != nil {
+			return nil, err
+		}
+	}
+	return dup, nil
+}
+
+// execEvents runs the plain multi-row INSERT of the IDs idx (MySQL).
+func (l *Layer) execEvents(ctx context.Context, q querier, consumer string, ids []string, idx []int) error {
+	_, err := q.ExecContext(ctx, l.bst.mark.get(len(idx)), l.eventArgs(consumer, micros(l.eventTTL), ids, idx)...)
+	return err
+}

@@ -1,0 +1,287 @@
+package sqllayer
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/idemkit/idem"
+)
+
+// claimOut is a batch's answer to one claim. again: the batch could not
+// decide the key, and the caller runs Reserve's own statements.
+type claimOut struct {
+	rec     idem.Record
+	claimed bool
+	err     error
+	again   bool
+}
+
+// claimKey answers one Reserve: in a batch when batching is on, else, or
+// when the batch leaves the key undecided, with Reserve's own statements.
+func (l *Layer) claimKey(ctx context.Context, c *claim) (idem.Record, bool, error) {
+	alone := func() claimOut {
+		var out claimOut
+		out.err = l.retry(ctx, func() (err error) {
+			out.rec, out.claimed, err = l.reserve(ctx, c)
+			return err
+		})
+		return out
+	}
+	if l.claims == nil {
+		out := alone()
+		return out.rec, out.claimed, out.err
+	}
+	out, ok := l.claims.do(ctx, c, alone)
+	switch {
+	case !ok:
+		return idem.Record{}, false, ctx.Err()
+	case out.again:
+		out = alone()
+	}
+	return out.rec, out.claimed, out.err
+}
+
+// reserveMany answers a batch of claims: the keys in one multi-row INSERT
+// that tolerates only the duplicate key (after one read of them all while
+// most keys arrive taken, as Reserve reads first), then one read of the
+// keys that were taken. A key the reads find expired, or lapsed for the
+// same fingerprint, or missing after its INSERT lost (released meanwhile),
+// and a key that appears twice, is left to its caller's own statements,
+// which grant the grace or take over exactly as an unbatched Reserve does.
+func (l *Layer) reserveMany(ctx context.Context, cs []*claim) []claimOut {
+	out := make([]claimOut, len(cs))
+	if len(cs) == 1 {
+		out[0].again = true
+		return out
+	}
+	todo := make([]int, 0, len(cs))
+	first := make(map[string]int, len(cs))
+	var repeats []int // claims of a key an earlier claim in the batch carries
+	for i, c := range cs {
+		if _, ok := first[string(c.digest)]; ok {
+			repeats = append(repeats, i)
+			continue
+		}
+		first[string(c.digest)] = i
+		todo = append(todo, i)
+	}
+	// found holds every row the batch read, for the repeats.
+	found := make(map[string]*row, len(todo))
+	if len(repeats) > 0 {
+		defer l.answerRepeats(cs, out, repeats, first, found)
+	}
+	// Concurrent batches take their keys' locks in one order.
+	slices.SortFunc(todo, func(a, b int) int { return bytes.Compare(cs[a].digest, cs[b].digest) })
+
+	if l.readFirst() {
+		rows, err := l.readKeys(ctx, cs, todo)
+		if err != nil {
+			l.failed(ctx, "reserve", err, todo, func(i int, err error) { out[i].err = err }, func(i int) { out[i].again = true })
+			return out
+		}
+		todo = l.decide(cs, todo, rows, out, true)
+		maps.Copy(found, rows)
+	}
+	if len(todo) == 0 {
+		return out
+	}
+	tokens := make([]string, len(cs))
+	for _, i := range todo {
+		tokens[i] = idem.NewToken()
+	}
+	claimed, rows, err := l.insertKeys(ctx, cs, todo, tokens)
+	if err != nil {
+		l.failed(ctx, "reserve", err, todo, func(i int, err error) { out[i].err = err }, func(i int) { out[i].again = true })
+		return out
+	}
+	rest := make([]int, 0, len(todo))
+	for _, i := range todo {
+		if t, ok := claimed[string(cs[i].digest)]; ok {
+			out[i] = claimOut{rec: cs[i].owner(tokens[i], t.lease, t.expires, l.resolution), claimed: true}
+			l.seen.Learn(false)
+			continue
+		}
+		l.seen.Learn(true)
+		rest = append(rest, i)
+	}
+	if len(rest) == 0 {
+		return out
+	}
+	if rows == nil {
+		// The INSERT waited for the concurrent claims that won: a new
+		// statement sees them.
+		if rows, err = l.readKeys(ctx, cs, rest); err != nil {
+			l.failed(ctx, "reserve", err, rest, func(i int, err error) { out[i].err = err }, func(i int) { out[i].again = true })
+			return out
+		}
+	}
+	l.decide(cs, rest, rows, out, false)
+	maps.Copy(found, rows)
+	return out
+}
+
+// answerRepeats answers the claims of a key an earlier claim in the batch
+// carried, as a Reserve that came just after it would be answered: the
+// record the first claimed, in progress and without its token, or the row
+// the batch read, unless a claim could act on it; else the caller's own
+// statements decide.
+func (l *Layer) answerRepeats(cs []*claim, out []claimOut, repeats []int, first map[string]int, found map[string]*row) {
+	for _, j := range repeats {
+		i := first[string(cs[j].digest)]
+		switch r, ok := found[string(cs[j].digest)]; {
+		case out[i].claimed:
+			rec := out[i].rec
+			rec.Token = ""
+			out[j] = claimOut{rec: rec}
+		case ok && !r.takeable(cs[j].fp):
+			out[j] = claimOut{rec: r.record(cs[j].key, l.resolution)}
+		default:
+			out[j].again = true
+		}
+	}
+}
+
+// decide answers each claim of idx whose key rows holds and no claim may
+// act on (live, completed or another fingerprint's). It returns the claims
+// whose key is absent when absent is true (they go on to the INSERT);
+// every other claim is left to its caller.
+func (l *Layer) decide(cs []*claim, idx []int, rows map[string]*row, out []claimOut, absent bool) []int {
+	var next []int
+	for _, i := range idx {
+		r, found := rows[string(cs[i].digest)]
+		switch {
+		case found && !r.takeable(cs[i].fp):
+			out[i] = claimOut{rec: r.record(cs[i].key, l.resolution)}
+			if absent {
+				l.seen.Learn(true)
+			}
+		case !found && absent:
+			next = append(next, i)
+		default:
+			out[i].again = true
+		}
+	}
+	return next
+}
+
+// failed answers the claims or completions of idx after a batched
+// statement failed with err: the error itself when the database could not
+// be reached (a statement of their own would fail alike), else each call
+// runs its own statements, so that a row the statement could not take fails
+// only its own call.
+func (l *Layer) failed(ctx context.Context, op string, err error, idx []int, fail func(i int, err error), again func(i int)) {
+	k := classify(err, l.dialect)
+	if ctx.Err() != nil || k == kindUnavailable || k == kindBroken {
+		err = l.wrap(op, err)
+		for _, i := range idx {
+			fail(i, err)
+		}
+		return
+	}
+	for _, i := range idx {
+		again(i)
+	}
+}
+
+// claimTimes are a claim's lease and expiry, by the database's clock.
+type claimTimes struct{ lease, expires time.Time }
+
+// readKeys reads the records of the claims idx, by key digest.
+func (l *Layer) readKeys(ctx context.Context, cs []*claim, idx []int) (map[string]*row, error) {
+	args := make([]any, len(idx))
+	for j, i := range idx {
+		args[j] = cs[i].digest
+	}
+	q := l.bst.readMany.get(len(idx))
+	var rows map[string]*row
+	err := l.retry(ctx, func() error {
+		rows = make(map[string]*row, len(idx))
+		return queryEach(ctx, l.pool(), q, args, func(scan func(...any) error) error {
+			var key []byte
+			r := l.newRow()
+			if err := scan(append([]any{&key}, r.dest()...)...); err != nil {
+				return err
+			}
+			rows[string(key)] = &r
+			return nil
+		})
+	})
+	return rows, err
+}
+
+// insertKeys inserts the claims idx, each with its token, where the key is
+// free. It returns the lease and expiry of each key it claimed; on MySQL,
+// which returns no rows from an INSERT, it reads the keys back and returns
+// the rows of those it did not claim as well.
+func (l *Layer) insertKeys(ctx context.Context, cs []*claim, idx []int, tokens []string) (map[string]claimTimes, map[string]*row, error) {
+	args := make([]any, 0, 7*len(idx))
+	for _, i := range idx {
+		args = append(args, cs[i].args(tokens[i], nil)...)
+	}
+	q := l.bst.claim.get(len(idx))
+	claimed := make(map[string]claimTimes, len(idx))
+	if l.dialect == dialect.MySQL {
+		if err := l.retry(ctx, func() error { _, err := l.pool().ExecContext(ctx, q, args...); return err }); err != nil {
+			return nil, nil, err
+		}
+		rows, err := l.readKeys(ctx, cs, idx)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, i := range idx {
+			k := string(cs[i].digest)
+			if r, ok := rows[k]; ok && string(r.token) == tokens[i] {
+				claimed[k] = claimTimes{r.leaseUntil.t, r.expiresAt.t}
+				delete(rows, k)
+			}
+		}
+		return claimed, rows, nil
+	}
+	err := l.retry(ctx, func() error {
+		clear(claimed)
+		return queryEach(ctx, l.pool(), q, args, func(scan func(...any) error) error {
+			var key []byte
+			r := l.newRow()
+			if err := scan(&key, &r.leaseUntil, &r.expiresAt); err != nil {
+				return err
+			}
+			claimed[string(key)] = claimTimes{r.leaseUntil.t, r.expiresAt.t}
+			return nil
+		})
+	})
+	return claimed, nil, err
+}
+
+// releaseOrphan releases a claim a batch won for a caller that had left,
+// within the claim's lease: after it the claim lapses anyway.
+func (l *Layer) releaseOrphan(c *claim, out claimOut) {
+	if !out.claimed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(c.lease)*time.Microsecond)
+	defer cancel()
+	_ = l.Release(ctx, c.key, out.rec.Token)
+}
+
+// queryEach runs a query and calls each for every row it returns.
+func queryEach(ctx context.Context, q querier, query string, args []any, each func(scan func(...any) error) error) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows.Scan); err != nil {
+			return err
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	return rows.Err()
+}
