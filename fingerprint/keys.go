@@ -52,9 +52,7 @@ func (p *parser) refName(r keyRef) []byte {
 }
 
 // sortKeys sorts the key tokens of one object by name and reports a
-// duplicate name. Small objects, the common case, use an insertion sort:
-// it compares every pair that ends up adjacent, so a duplicate shows as a
-// comparison that returns 0.
+// duplicate name (see sortRefs).
 func (p *parser) sortKeys(keys []int32) error {
 	refs := p.refs[:0]
 	for _, k := range keys {
@@ -62,6 +60,20 @@ func (p *parser) sortKeys(keys []int32) error {
 		refs = append(refs, keyRef{a: t.a, b: t.b, tok: k, flags: t.flags})
 	}
 	p.refs = refs
+	if err := p.sortRefs(refs); err != nil {
+		return err
+	}
+	for i, r := range refs {
+		keys[i] = r.tok
+	}
+	return nil
+}
+
+// sortRefs sorts the names refs of one object and reports a duplicate name.
+// Small objects, the common case, use an insertion sort: it compares every
+// pair that ends up adjacent, so a duplicate shows as a comparison that
+// returns 0.
+func (p *parser) sortRefs(refs []keyRef) error {
 	if len(refs) <= 12 {
 		for i := 1; i < len(refs); i++ {
 			r := refs[i]
@@ -86,9 +98,6 @@ func (p *parser) sortKeys(keys []int32) error {
 				return dupError(p.refName(refs[j]))
 			}
 		}
-	}
-	for i, r := range refs {
-		keys[i] = r.tok
 	}
 	return nil
 }

@@ -13,7 +13,9 @@ type work struct {
 	out     []byte
 	states  []state
 	pairs   []pair
-	scratch []byte // unescaped query and form pairs
+	scratch []byte   // unescaped query and form pairs
+	mems    []member // the stream writer's members of open objects
+	perm    []byte   // the stream writer's copy of an object it puts in order
 	h       hash.Hash
 	memoBuf []byte // the memo hash's framing, then its sum
 }
@@ -48,6 +50,12 @@ func putWork(w *work) {
 	}
 	if cap(w.scratch) > maxPooledBytes {
 		w.scratch = nil
+	}
+	if cap(w.perm) > maxPooledBytes {
+		w.perm = nil
+	}
+	if cap(w.mems) > maxPooledTokens {
+		w.mems = nil
 	}
 	if cap(w.pairs) > maxPooledTokens {
 		w.pairs = nil
