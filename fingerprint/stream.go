@@ -1,5 +1,7 @@
 package fingerprint
 
+import "slices"
+
 // The stream writer is the fast path of canonical: it scans the body once
 // and writes its canonical form as it goes, with no token tree and no
 // second walk. Scalars are checked and written by the same scanning
@@ -12,38 +14,35 @@ package fingerprint
 // "**.name" deny paths (the default deny-list is one), whose members it
 // drops by name; other paths need the token tree (see filtered).
 
-// member is one member of an object the stream writer has open.
-type member struct {
-	a, b  int32 // the name's span, in the input or, with fDecoded, in p.dec
-	start int32 // where the member ("name":value) starts in the output
-	end   int32 // where its value ends in the output
-	cut   int32 // where the output goes back to when the member is dropped: before its comma
-	flags uint8 // the name token's flags: fDecoded, fFoldy, fWide
-	drop  bool  // a "**.name" deny path drops the member
-}
-
-// name returns the unescaped name of m.
-func (p *parser) name(m *member) []byte {
-	if m.flags&fDecoded != 0 {
-		return p.dec[m.a:m.b]
-	}
-	return p.in[m.a:m.b]
-}
-
 // stream parses in, read as m says, and appends its canonical form to
 // w.out, leaving out every member whose name f.names holds when f is not
 // nil. f must have no other paths. It follows parse step for step, so that
 // its errors are parse's, in the same order.
 func (w *work) stream(in []byte, maxDepth int, f *filter, m mode) error {
-	p := &w.p
-	p.reset(in, maxDepth, m)
-	deny := f != nil && f.names.n > 0
-	out := w.out
-	if cap(out)-len(out) < len(in) {
-		out = growOut(out, len(in))
+	w.p.reset(in, maxDepth, m)
+	for i := range w.shapes {
+		// What a shape spares depends on m: one body at a time.
+		w.shapes[i].names = w.shapes[i].names[:0]
 	}
+	if cap(w.out)-len(w.out) < len(in) {
+		w.out = growOut(w.out, len(in))
+	}
+	out, mems, err := w.streamValue(f != nil && f.names.n > 0, f)
+	w.mems = mems[:0]
+	if err != nil {
+		return err
+	}
+	w.out = out
+	return nil
+}
+
+// streamValue is stream's loop: it returns the output and the members
+// slice, whose room the next call reuses.
+func (w *work) streamValue(deny bool, f *filter) ([]byte, []keyRef, error) {
+	p := &w.p
+	in := p.in
+	out := w.out
 	mems := w.mems[:0]
-	defer func() { w.mems = mems[:0] }()
 	n := len(in)
 	i := 0
 	var err error
@@ -51,12 +50,12 @@ value:
 	for {
 		i = skipWS(in, i)
 		if i >= n {
-			return errAt(ErrInvalidJSON, "unexpected end of input", i)
+			return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
 		}
 		switch c := in[i]; c {
 		case '{', '[':
 			if len(p.stack) >= p.max {
-				return errAt(ErrTooDeep, "nesting deeper than the limit", i)
+				return out, mems, errAt(ErrTooDeep, "nesting deeper than the limit", i)
 			}
 			out = append(out, c)
 			p.stack = append(p.stack, frame{mark: int32(len(mems)), obj: c == '{', out: int32(len(out)), sorted: true})
@@ -69,40 +68,40 @@ value:
 			}
 			if c == '{' {
 				if i, out, mems, err = w.streamKey(i, out, mems, f, deny); err != nil {
-					return err
+					return out, mems, err
 				}
 			}
 			continue value
 		case '"':
 			if i, err = p.str(i, kString); err != nil {
-				return err
+				return out, mems, err
 			}
 			out = writeString(out, p, p.toks[0])
 			p.toks = p.toks[:0]
 		case 't':
 			if i, err = p.lit(i, "true", kTrue); err != nil {
-				return err
+				return out, mems, err
 			}
 			out = append(out, "true"...)
 			p.toks = p.toks[:0]
 		case 'f':
 			if i, err = p.lit(i, "false", kFalse); err != nil {
-				return err
+				return out, mems, err
 			}
 			out = append(out, "false"...)
 			p.toks = p.toks[:0]
 		case 'n':
 			if i, err = p.lit(i, "null", kNull); err != nil {
-				return err
+				return out, mems, err
 			}
 			out = append(out, "null"...)
 			p.toks = p.toks[:0]
 		default:
 			if c != '-' && (c < '0' || c > '9') {
-				return errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
+				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
 			}
 			if i, err = p.number(i); err != nil {
-				return err
+				return out, mems, err
 			}
 			out = writeScalar(out, p, p.toks[0])
 			p.toks = p.toks[:0]
@@ -120,13 +119,12 @@ value:
 			i = skipWS(in, i)
 			if len(p.stack) == 0 {
 				if i != n {
-					return errAt(ErrInvalidJSON, "unexpected "+quoteByte(in[i])+" after the top-level value", i)
+					return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(in[i])+" after the top-level value", i)
 				}
-				w.out = out
-				return nil
+				return out, mems, nil
 			}
 			if i >= n {
-				return errAt(ErrInvalidJSON, "unexpected end of input", i)
+				return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
 			}
 			obj := p.stack[len(p.stack)-1].obj
 			switch c := in[i]; {
@@ -134,7 +132,7 @@ value:
 				i++
 				if obj {
 					if i, out, mems, err = w.streamKey(skipWS(in, i), out, mems, f, deny); err != nil {
-						return err
+						return out, mems, err
 					}
 				} else {
 					out = append(out, ',')
@@ -145,7 +143,7 @@ value:
 				fr := p.stack[len(p.stack)-1]
 				p.stack = p.stack[:len(p.stack)-1]
 				if out, err = w.closeObject(fr, mems[fr.mark:], out); err != nil {
-					return err
+					return out, mems, err
 				}
 				mems = mems[:fr.mark]
 				out = append(out, '}')
@@ -154,7 +152,7 @@ value:
 				p.stack = p.stack[:len(p.stack)-1]
 				out = append(out, ']')
 			default:
-				return errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
+				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
 			}
 		}
 	}
@@ -162,7 +160,7 @@ value:
 
 // streamKey is key for the stream writer: it scans the member name at
 // in[i] and the colon after it, notes the member and writes its name.
-func (w *work) streamKey(i int, out []byte, mems []member, f *filter, deny bool) (int, []byte, []member, error) {
+func (w *work) streamKey(i int, out []byte, mems []keyRef, f *filter, deny bool) (int, []byte, []keyRef, error) {
 	p := &w.p
 	in := p.in
 	if i >= len(in) || in[i] != '"' {
@@ -190,17 +188,28 @@ func (w *work) streamKey(i int, out []byte, mems []member, f *filter, deny bool)
 		return i, out, mems, errAt(ErrInvalidJSON, "expected ':', found "+quoteByte(in[i]), i)
 	}
 	fr := &p.stack[len(p.stack)-1]
-	mm := member{a: t.a, b: t.b, flags: t.flags, cut: int32(len(out))}
+	mm := keyRef{a: t.a, b: t.b, flags: t.flags, cut: int32(len(out))}
 	if len(out) > int(fr.out) {
 		out = append(out, ',')
 	}
 	mm.start = int32(len(out))
-	name := p.name(&mm)
-	if deny && f.denied(name) {
+	buf := in
+	if t.flags&fDecoded != 0 {
+		buf = p.dec
+	}
+	mm.pre = namePrefix(buf, t.a, t.b)
+	if deny && f.denied(buf[t.a:t.b]) {
 		mm.drop = true
 	}
-	if fr.sorted && len(mems) > int(fr.mark) && compareUTF16(p.name(&mems[len(mems)-1]), name) >= 0 {
-		fr.sorted = false
+	if fr.sorted && len(mems) > int(fr.mark) {
+		prev := &mems[len(mems)-1]
+		c := comparePrefix(prev.pre, mm.pre)
+		if c == 0 {
+			c = compareUTF16(p.refName(*prev), buf[t.a:t.b])
+		}
+		if c >= 0 {
+			fr.sorted = false
+		}
 	}
 	mems = append(mems, mm)
 	out = writeString(out, p, t)
@@ -211,34 +220,26 @@ func (w *work) streamKey(i int, out []byte, mems []member, f *filter, deny bool)
 // closeObject checks the names of the object fr that has just closed, whose
 // members are ms, as close does, and puts its members in order when they
 // were not.
-func (w *work) closeObject(fr frame, ms []member, out []byte) ([]byte, error) {
-	if len(ms) < 2 {
+func (w *work) closeObject(fr frame, ms []keyRef, out []byte) ([]byte, error) {
+	if len(ms) < 2 || fr.sorted && !fr.foldy {
 		return out, nil
 	}
 	p := &w.p
-	refs := p.refs[:0]
-	for k := range ms {
-		refs = append(refs, keyRef{a: ms[k].a, b: ms[k].b, tok: int32(k), flags: ms[k].flags})
-	}
-	p.refs = refs
-	if !fr.sorted {
-		if err := p.sortRefs(refs); err != nil {
-			return out, err
-		}
-	}
-	if fr.foldy {
-		if err := p.checkFold(); err != nil {
-			return out, err
-		}
-	}
 	if fr.sorted {
-		return out, nil
+		return out, p.checkFoldOf(ms)
+	}
+	sh := &w.shapes[len(p.stack)%len(w.shapes)]
+	if !sh.same(p, ms) {
+		if err := w.sortNames(ms, fr.foldy); err != nil {
+			return out, err
+		}
+		sh.remember(p, ms, w.keys)
 	}
 	w.perm = append(w.perm[:0], out[fr.out:]...)
 	out = out[:fr.out]
 	first := true
-	for _, r := range refs {
-		m := &ms[r.tok]
+	for _, k := range sh.order {
+		m := &ms[k]
 		if m.drop {
 			continue
 		}
@@ -249,4 +250,124 @@ func (w *work) closeObject(fr frame, ms []member, out []byte) ([]byte, error) {
 		out = append(out, w.perm[m.start-fr.out:m.end-fr.out]...)
 	}
 	return out, nil
+}
+
+// sortKey is a name to sort: its prefix and its index in its object.
+type sortKey struct {
+	pre uint64
+	k   int32
+}
+
+// sortNames puts the names of ms, which came out of order, in order in
+// w.keys and checks them as close does: a duplicate is reported by
+// sortRefs itself, so that the error is the token parser's; names equal
+// under folding by checkFold, in foldNames mode (when foldy). Names mostly
+// differ in their first eight bytes, so the sort mostly compares prefixes.
+func (w *work) sortNames(ms []keyRef, foldy bool) error {
+	p := &w.p
+	ks := w.keys[:0]
+	for k := range ms {
+		ks = append(ks, sortKey{pre: ms[k].pre, k: int32(k)})
+	}
+	w.keys = ks
+	cmp := func(x, y sortKey) int {
+		if c := comparePrefix(x.pre, y.pre); c != 0 {
+			return c
+		}
+		return compareUTF16(p.refName(ms[x.k]), p.refName(ms[y.k]))
+	}
+	if len(ks) <= 24 {
+		for i := 1; i < len(ks); i++ {
+			x := ks[i]
+			j := i
+			for ; j > 0 && cmp(ks[j-1], x) > 0; j-- {
+				ks[j] = ks[j-1]
+			}
+			ks[j] = x
+		}
+	} else {
+		slices.SortFunc(ks, cmp)
+	}
+	for j := 1; j < len(ks); j++ {
+		if x, y := ks[j-1], ks[j]; x.pre == y.pre && string(p.refName(ms[x.k])) == string(p.refName(ms[y.k])) {
+			if err := p.sortRefs(ms); err != nil {
+				return err
+			}
+			return dupError(p.refName(ms[y.k]))
+		}
+	}
+	if foldy {
+		refs := p.refs[:0]
+		for _, x := range ks {
+			refs = append(refs, ms[x.k])
+		}
+		p.refs = refs
+		return p.checkFold()
+	}
+	return nil
+}
+
+// checkFoldOf is checkFold for the names ms, in order.
+func (p *parser) checkFoldOf(ms []keyRef) error {
+	refs := p.refs
+	p.refs = ms
+	err := p.checkFold()
+	p.refs = refs
+	return err
+}
+
+// A shape is the names of an object that was not in order, as they came,
+// and the order they sort in. The stream writer remembers the last one at
+// each of a few depths, so that the next object with the same names in
+// the same order, as the records of an array mostly are, is put in order
+// without sorting its names or checking them again: the same names sort
+// alike and are as free of duplicates and of names equal under folding.
+type shape struct {
+	names []shapeName // as they came
+	long  []byte      // the bytes of the names beyond 8 bytes
+	order []int32     // the index, in the order they came, of each name in sorted order
+}
+
+// shapeName is one name of a shape: its prefix and length and, for a name
+// beyond 8 bytes, where its bytes are in the shape's long.
+type shapeName struct {
+	pre  uint64
+	n, a int32
+}
+
+// same reports whether the names of ms, in the order they came, are sh's.
+// Two names of at most 8 bytes are equal when their prefixes and lengths
+// are.
+func (sh *shape) same(p *parser, ms []keyRef) bool {
+	if len(ms) != len(sh.names) {
+		return false
+	}
+	for k := range ms {
+		m, s := &ms[k], &sh.names[k]
+		if m.pre != s.pre || m.b-m.a != s.n {
+			return false
+		}
+		if s.n > 8 && string(p.refName(*m)[8:]) != string(sh.long[s.a+8:s.a+s.n]) {
+			return false
+		}
+	}
+	return true
+}
+
+// remember makes the names ms, in the order ks sorts them, sh's.
+func (sh *shape) remember(p *parser, ms []keyRef, ks []sortKey) {
+	sh.names = sh.names[:0]
+	sh.long = sh.long[:0]
+	for _, m := range ms {
+		s := shapeName{pre: m.pre, n: m.b - m.a}
+		if s.n > 8 {
+			s.a = int32(len(sh.long))
+			sh.long = append(sh.long, p.refName(m)...)
+		}
+		sh.names = append(sh.names, s)
+	}
+	sh.order = sh.order[:0]
+	for _, x := range ks {
+		sh.order = append(sh.order, x.k)
+	}
 }
