@@ -76,7 +76,12 @@ value:
 			if i, err = p.str(i, kString); err != nil {
 				return out, mems, err
 			}
-			out = writeString(out, p, p.toks[0])
+			if t := p.toks[0]; t.flags&fDecoded == 0 {
+				// Canonical as written: copy it with its quotes.
+				out = append(out, in[t.a-1:t.b+1]...)
+			} else {
+				out = appendQuoted(out, p.dec[t.a:t.b])
+			}
 			p.toks = p.toks[:0]
 		case 't':
 			if i, err = p.lit(i, "true", kTrue); err != nil {
@@ -212,8 +217,13 @@ func (w *work) streamKey(i int, out []byte, mems []keyRef, f *filter, deny bool)
 		}
 	}
 	mems = append(mems, mm)
-	out = writeString(out, p, t)
-	out = append(out, ':')
+	if t.flags&fDecoded == 0 && i == int(t.b)+1 {
+		// The name as written, its quotes and the colon after it.
+		out = append(out, in[t.a-1:i+1]...)
+	} else {
+		out = writeString(out, p, t)
+		out = append(out, ':')
+	}
 	return i + 1, out, mems, nil
 }
 
