@@ -57,6 +57,9 @@ func paymentJSON(n int) []byte {
 //	                     body it has not seen (its trace_id changes every
 //	                     iteration, so the memo of recent inputs never
 //	                     answers): scan, validate, filter, canonicalize, hash
+//	impl=idem-nomemo     the same digest without the memo: Sum less the
+//	                     SHA-256 of the raw body it takes to look up and
+//	                     remember a digest
 //
 // Every implementation rewrites the same eight bytes of its body each
 // iteration.
@@ -82,6 +85,15 @@ func BenchmarkCanonical(b *testing.B) {
 			if _, err := fb.Sum(body); err != nil {
 				b.Fatal(err)
 			}
+		}},
+		{"idem-nomemo", func(b *testing.B, body []byte) {
+			w := getWork()
+			w.out = append(w.out, domain...)
+			if err := w.jsonBody(fb, jsonType, body); err != nil {
+				b.Fatal(err)
+			}
+			_ = digest(w.out)
+			putWork(w)
 		}},
 	}
 	for _, impl := range impls {
@@ -117,5 +129,27 @@ func TestPaymentBodies(t *testing.T) {
 		if _, err := fb.Sum(body); err != nil {
 			t.Errorf("%s: %v", size.name, err)
 		}
+	}
+}
+
+// TestNoMemoDigest keeps impl=idem-nomemo honest: it computes the digest
+// Sum returns.
+func TestNoMemoDigest(t *testing.T) {
+	fb := newBuilder(t)
+	for _, size := range paymentSizes {
+		body := paymentJSON(size.n)
+		want, err := fb.Sum(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := getWork()
+		w.out = append(w.out, domain...)
+		if err := w.jsonBody(fb, jsonType, body); err != nil {
+			t.Fatal(err)
+		}
+		if got := digest(w.out); got != want {
+			t.Errorf("%s: %s, Sum says %s", size.name, got, want)
+		}
+		putWork(w)
 	}
 }

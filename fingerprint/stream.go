@@ -73,6 +73,12 @@ value:
 			}
 			continue value
 		case '"':
+			if j := skipPlain(in, i+1); j < n && in[j] == '"' {
+				// Printable ASCII alone: canonical as written.
+				out = append(out, in[i:j+1]...)
+				i = j + 1
+				break
+			}
 			if i, err = p.str(i, kString); err != nil {
 				return out, mems, err
 			}
@@ -174,17 +180,28 @@ func (w *work) streamKey(i int, out []byte, mems []keyRef, f *filter, deny bool)
 		}
 		return i, out, mems, errAt(ErrInvalidJSON, "expected a member name, found "+quoteByte(in[i]), i)
 	}
-	var err error
-	if p.mode&foldNames != 0 {
-		i, err = p.foldKey(i)
+	var t tok
+	if j, upper := skipPlainKey(in, i+1); j < len(in) && in[j] == '"' {
+		// Printable ASCII alone, as foldKey and str would find it.
+		t = tok{kind: kKey, a: int32(i + 1), b: int32(j)}
+		if upper && p.mode&foldNames != 0 {
+			t.flags = fFoldy
+			p.flagFoldy(fFoldy)
+		}
+		i = j + 1
 	} else {
-		i, err = p.str(i, kKey)
+		var err error
+		if p.mode&foldNames != 0 {
+			i, err = p.foldKey(i)
+		} else {
+			i, err = p.str(i, kKey)
+		}
+		if err != nil {
+			return i, out, mems, err
+		}
+		t = p.toks[0]
+		p.toks = p.toks[:0]
 	}
-	if err != nil {
-		return i, out, mems, err
-	}
-	t := p.toks[0]
-	p.toks = p.toks[:0]
 	i = skipWS(in, i)
 	if i >= len(in) || in[i] != ':' {
 		if i >= len(in) {
@@ -238,12 +255,14 @@ func (w *work) closeObject(fr frame, ms []keyRef, out []byte) ([]byte, error) {
 	if fr.sorted {
 		return out, p.checkFoldOf(ms)
 	}
+	// The top-level object has no twin to spare a sort for.
+	top := len(p.stack) == 0
 	sh := &w.shapes[len(p.stack)%len(w.shapes)]
-	if !sh.same(p, ms) {
+	if top || !sh.same(p, ms) {
 		if err := w.sortNames(ms, fr.foldy); err != nil {
 			return out, err
 		}
-		sh.remember(p, ms, w.keys)
+		sh.remember(p, ms, w.keys, !top)
 	}
 	w.perm = append(w.perm[:0], out[fr.out:]...)
 	out = out[:fr.out]
@@ -364,11 +383,15 @@ func (sh *shape) same(p *parser, ms []keyRef) bool {
 	return true
 }
 
-// remember makes the names ms, in the order ks sorts them, sh's.
-func (sh *shape) remember(p *parser, ms []keyRef, ks []sortKey) {
+// remember makes the names ms, in the order ks sorts them, sh's; without
+// names, sh keeps only their order, and matches no object.
+func (sh *shape) remember(p *parser, ms []keyRef, ks []sortKey, names bool) {
 	sh.names = sh.names[:0]
 	sh.long = sh.long[:0]
 	for _, m := range ms {
+		if !names {
+			break
+		}
 		s := shapeName{pre: m.pre, n: m.b - m.a}
 		if s.n > 8 {
 			s.a = int32(len(sh.long))
