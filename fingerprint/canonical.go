@@ -42,9 +42,27 @@ func Canonicalize(json []byte) ([]byte, error) {
 	return bytes.Clone(w.out), nil
 }
 
+// maxStream is the largest body the stream writer takes. Its output
+// offsets are 32-bit, and a number's ES6 form can be five and a quarter
+// times its literal ("1e20"), so it keeps to bodies whose output stays
+// well below 2 GiB; larger ones go through the token tree, which keeps no
+// output offsets.
+const maxStream = 1 << 28
+
 // canonical parses in, read as m says, and writes its canonical form,
-// filtered by f when f is not nil, to w.out.
+// filtered by f when f is not nil, to w.out. A filter of "**.name" deny
+// paths alone, or none, takes the one-pass stream writer; other paths need
+// the token tree.
 func (w *work) canonical(in []byte, maxDepth int, f *filter, m mode) error {
+	if (f == nil || len(f.pats) == 0) && len(in) <= maxStream {
+		return w.stream(in, maxDepth, f, m)
+	}
+	return w.tokens(in, maxDepth, f, m)
+}
+
+// tokens is canonical through the token tree: parse, then write with
+// filtered, or writeValue when f selects nothing.
+func (w *work) tokens(in []byte, maxDepth int, f *filter, m mode) error {
 	w.p.reset(in, maxDepth, m)
 	if err := w.p.parse(); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"unicode"
 	"unicode/utf8"
@@ -89,10 +90,12 @@ func skipPlainKey(in []byte, j int) (int, bool) {
 	var upper uint64
 	for j+8 <= len(in) {
 		x := binary.LittleEndian.Uint64(in[j:])
-		q := x ^ lo8*'"'
-		b := x ^ lo8*'\\'
-		if (x|(x-lo8*0x20)&^x|(q-lo8)&^q|(b-lo8)&^b)&hi8 != 0 {
-			break
+		if m := notPlain(x); m != 0 {
+			// The bytes below the first that is not plain are plain
+			// ASCII, where upperOrHigh is exact.
+			n := bits.TrailingZeros64(m) &^ 7
+			upper |= upperOrHigh(x) & (1<<n - 1)
+			return j + n/8, upper != 0
 		}
 		upper |= upperOrHigh(x) // all eight bytes are plain ASCII here
 		j += 8

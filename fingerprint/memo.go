@@ -3,12 +3,12 @@ package fingerprint
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"sync/atomic"
+	"sync"
 )
 
 // A retry usually repeats its request byte for byte: the same key, the same
-// body. Canonicalizing a JSON or form body costs some 10 ns a byte; hashing
-// its raw bytes with SHA-256 a sixth of that. So each Builder remembers, from
+// body. Canonicalizing a JSON body costs some 3 ns a byte; hashing its raw
+// bytes with SHA-256 a fourth of that. So each Builder remembers, from
 // its second call on, the digests of the last requests whose body it
 // canonicalized, under a SHA-256 of everything the digest was computed from
 // (the request parts as framed for the digest, the media type, the encoding
@@ -27,13 +27,17 @@ const memoSlots = 4096
 // message hash.
 const memoDomain = "idem.fingerprint.memo.v1\x00"
 
+// memoEntry is one slot of the memo. Its mutex guards raw and fp. A slot
+// is written in place, under its own lock, so that remembering a digest
+// allocates nothing beyond the digest string itself.
 type memoEntry struct {
+	mu  sync.Mutex
 	raw [sha256.Size]byte
-	fp  string
+	fp  string // "" while the slot is empty
 }
 
 type memo struct {
-	slots [memoSlots]atomic.Pointer[memoEntry]
+	slots [memoSlots]memoEntry
 }
 
 // memoKey hashes the framed request parts pre (nil for Sum), the body's
@@ -59,7 +63,7 @@ func (w *work) memoKey(pre []byte, kind byte, mt, enc string, body []byte) [sha2
 
 // memoFor returns b's memo, or nil while b has answered fewer than two
 // calls: a Builder made for one call (a new Builder per Sum in a loop)
-// then costs neither the table's 32 KiB nor the extra hash, and one that
+// then costs neither the table's 224 KiB nor the extra hash, and one that
 // lives answers repeats from its second call on.
 func (b *Builder) memoFor() *memo {
 	if m := b.memo.Load(); m != nil {
@@ -72,19 +76,23 @@ func (b *Builder) memoFor() *memo {
 	return b.memo.Load()
 }
 
-func (m *memo) slot(k *[sha256.Size]byte) *atomic.Pointer[memoEntry] {
+func (m *memo) slot(k *[sha256.Size]byte) *memoEntry {
 	return &m.slots[binary.LittleEndian.Uint64(k[:8])%memoSlots]
 }
 
 // get returns the digest remembered under k.
 func (m *memo) get(k *[sha256.Size]byte) (string, bool) {
-	if e := m.slot(k).Load(); e != nil && e.raw == *k {
-		return e.fp, true
-	}
-	return "", false
+	e := m.slot(k)
+	e.mu.Lock()
+	fp, ok := e.fp, e.fp != "" && e.raw == *k
+	e.mu.Unlock()
+	return fp, ok
 }
 
 // put remembers fp under k, in place of whatever held k's slot.
 func (m *memo) put(k *[sha256.Size]byte, fp string) {
-	m.slot(k).Store(&memoEntry{raw: *k, fp: fp})
+	e := m.slot(k)
+	e.mu.Lock()
+	e.raw, e.fp = *k, fp
+	e.mu.Unlock()
 }

@@ -63,6 +63,10 @@ func (p *parser) number(i int) (int, error) {
 		p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
 		return j, nil
 	}
+	if ep == j && fe > fs && in[fe-1] != '0' && plainDecimal(in[d:ie], in[fs:fe]) {
+		p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
+		return j, nil
+	}
 	if ie == j && in[d] != '0' && p.mode&exactInts != 0 {
 		return p.exactInt(i, j)
 	}
@@ -77,6 +81,24 @@ func (p *parser) number(i int) (int, error) {
 	p.toks = append(p.toks, tok{kind: kNumber, flags: fFloat, a: int32(len(p.nums))})
 	p.nums = append(p.nums, f)
 	return j, nil
+}
+
+// plainDecimal reports whether a number with the integer digits intPart
+// and the fraction digits frac, no exponent and a fraction that does not
+// end in 0, is already in its ES6 form as written: at most 15 significant
+// digits (see shortDecimal), so its digits are its shortest round-trip
+// digits, and either an integer part other than 0, or 0 and at most five
+// zeros after the point, where ES6 still writes plain notation (0.000001,
+// but 1e-7).
+func plainDecimal(intPart, frac []byte) bool {
+	if intPart[0] != '0' {
+		return len(intPart)+len(frac) <= 15
+	}
+	z := 0
+	for z < len(frac) && frac[z] == '0' {
+		z++
+	}
+	return z <= 5 && len(frac)-z <= 15
 }
 
 // exactInt appends the integer literal in[i:j] as written: its digits are

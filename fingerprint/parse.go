@@ -35,8 +35,12 @@ type tok struct {
 type frame struct {
 	tok   int32 // index of the container's token
 	mark  int32 // len(keys) when the object opened
+	out   int32 // stream writer: where the container's contents start in the output
 	obj   bool
 	foldy bool // foldNames mode: a name has fFoldy, so close calls checkFold
+	// sorted is the stream writer's: the object's names so far came in
+	// strictly increasing order, so it needs no sort.
+	sorted bool
 }
 
 // parser holds the scan of one body. Its slices are reused through a pool.

@@ -13,7 +13,11 @@ type work struct {
 	out     []byte
 	states  []state
 	pairs   []pair
-	scratch []byte // unescaped query and form pairs
+	scratch []byte    // unescaped query and form pairs
+	mems    []keyRef  // the stream writer's members of open objects
+	perm    []byte    // the stream writer's copy of an object it puts in order
+	keys    []sortKey // the stream writer's names of one object, sorting
+	shapes  [4]shape  // the stream writer's last object shapes, by depth
 	h       hash.Hash
 	memoBuf []byte // the memo hash's framing, then its sum
 }
@@ -48,6 +52,17 @@ func putWork(w *work) {
 	}
 	if cap(w.scratch) > maxPooledBytes {
 		w.scratch = nil
+	}
+	if cap(w.perm) > maxPooledBytes {
+		w.perm = nil
+	}
+	for i := range w.shapes {
+		if cap(w.shapes[i].names) > maxPooledTokens || cap(w.shapes[i].long) > maxPooledBytes {
+			w.shapes[i] = shape{}
+		}
+	}
+	if cap(w.mems) > maxPooledTokens {
+		w.mems = nil
 	}
 	if cap(w.pairs) > maxPooledTokens {
 		w.pairs = nil

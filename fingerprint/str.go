@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -18,14 +19,9 @@ var plain = func() (t [256]bool) {
 // skipPlain returns the index of the first byte from j on that is not plain,
 // eight bytes at a time while it can.
 func skipPlain(in []byte, j int) int {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	for j+8 <= len(in) {
-		x := binary.LittleEndian.Uint64(in[j:])
-		q := x ^ lo*'"'
-		b := x ^ lo*'\\'
-		// A byte of 0x80 or more, below 0x20, or equal to '"' or '\'.
-		if (x|(x-lo*0x20)&^x|(q-lo)&^q|(b-lo)&^b)&hi != 0 {
-			break
+		if m := notPlain(binary.LittleEndian.Uint64(in[j:])); m != 0 {
+			return j + bits.TrailingZeros64(m)/8
 		}
 		j += 8
 	}
@@ -33,6 +29,17 @@ func skipPlain(in []byte, j int) int {
 		j++
 	}
 	return j
+}
+
+// notPlain returns the top bit of every byte of x (little-endian: the first
+// byte lowest) that may not be plain: 0x80 and above, below 0x20, '"' or
+// '\'. A borrow runs only upwards from a byte that is truly not plain, so
+// the lowest bit set marks the first byte that is not plain, exactly.
+func notPlain(x uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := x ^ lo*'"'
+	b := x ^ lo*'\\'
+	return (x | (x-lo*0x20)&^x | (q-lo)&^q | (b-lo)&^b) & hi
 }
 
 // str scans the string starting at the quote in[i] and appends its token.

@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -40,5 +41,30 @@ func TestAppendQuoted(t *testing.T) {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSkipPlainFirstOfMany checks the word scan where a word holds several
+// bytes that are not plain: it must stop at the first.
+func TestSkipPlainFirstOfMany(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte("ab\"\\\x00\x01\x1f\x20\x7f\x80\xc3\xa9\xff!#[]")
+	for range 300000 {
+		in := make([]byte, rng.IntN(40))
+		for i := range in {
+			if rng.IntN(4) == 0 {
+				in[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				in[i] = byte(0x20 + rng.IntN(0x5f))
+			}
+		}
+		start := rng.IntN(len(in) + 1)
+		want := start
+		for want < len(in) && plain[in[want]] {
+			want++
+		}
+		if got := skipPlain(in, start); got != want {
+			t.Fatalf("skipPlain(%q, %d) = %d, want %d", in, start, got, want)
+		}
 	}
 }

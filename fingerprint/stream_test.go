@@ -1,0 +1,138 @@
+package fingerprint
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// streamConfig is one way canonical may be asked to read a body.
+type streamConfig struct {
+	name     string
+	mode     mode
+	maxDepth int
+	filter   *filter
+}
+
+// streamConfigs are the readings the stream writer serves, each compared
+// with the token tree: RFC 8785 alone, a Builder's reading with and without
+// case-sensitive names, with no filter, the default deny-list, and deny
+// names that real bodies and the generator's hold, and a small depth limit.
+func streamConfigs(tb testing.TB) []streamConfig {
+	tb.Helper()
+	names := func(deny ...string) *filter {
+		f, err := compileFilter(nil, deny, true)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(f.pats) != 0 {
+			tb.Fatalf("deny paths %q are not names alone", deny)
+		}
+		return f
+	}
+	def := names(DefaultDeny()...)
+	some := names("**.a", "**.K", "**.amount", "**.é", "**.\U0001F600", "**.items")
+	var cs []streamConfig
+	for _, m := range []struct {
+		name string
+		mode mode
+	}{{"rfc8785", 0}, {"builder", exactInts | foldNames}, {"case-sensitive", exactInts}} {
+		cs = append(cs,
+			streamConfig{m.name + "/none", m.mode, DefaultMaxDepth, nil},
+			streamConfig{m.name + "/default-deny", m.mode, DefaultMaxDepth, def},
+			streamConfig{m.name + "/deny-names", m.mode, DefaultMaxDepth, some},
+			streamConfig{m.name + "/depth-3", m.mode, 3, some},
+		)
+	}
+	return cs
+}
+
+// checkStream compares the stream writer with the token tree, the oracle,
+// on in under every configuration: the same output byte for byte, or the
+// same error, message and offset included.
+func checkStream(t *testing.T, cs []streamConfig, in []byte) {
+	t.Helper()
+	for _, c := range cs {
+		ws, wt := getWork(), getWork()
+		// Something already in the buffer, as a Builder's framing is.
+		ws.out = append(ws.out, "prefix"...)
+		wt.out = append(wt.out, "prefix"...)
+		serr := ws.stream(in, c.maxDepth, c.filter, c.mode)
+		terr := wt.tokens(in, c.maxDepth, c.filter, c.mode)
+		switch {
+		case (serr == nil) != (terr == nil):
+			t.Fatalf("%s: %q: stream error %v, token tree error %v", c.name, in, serr, terr)
+		case serr != nil && serr.Error() != terr.Error():
+			t.Fatalf("%s: %q: stream error %q, token tree error %q", c.name, in, serr, terr)
+		case serr == nil && !bytes.Equal(ws.out, wt.out):
+			t.Fatalf("%s: %q:\nstream     %q\ntoken tree %q", c.name, in, ws.out, wt.out)
+		}
+		putWork(ws)
+		putWork(wt)
+	}
+}
+
+var streamSeeds = []string{
+	`{"b":1,"a":2}`,
+	`{"a":1,"b":2,"c":{"z":[],"y":{}},"d":[{"n":1,"m":2},{"m":3}]}`,
+	`{"nonce":1,"a":{"nonce":{"x":1,"x":2}}}`,
+	`{"trace_id":1,"trace_id":2}`,
+	`{"timestamp":"x","Timestamp":"y"}`,
+	`{"a":1,"b":2,"a":3}`,
+	`{"b":1,"a":2,"b":3}`,
+	`{"z":1,"nonce":2}`,
+	`{"nonce":2,"z":1}`,
+	`{"nonce":2}`,
+	`[{"nonce":2},{"nonce":1,"a":0}]`,
+	`{"\ue000":1,"\ud83d\ude00":2,"a":3}`,
+	`{"a\u0000":1,"a":2}`,
+	`{"A":1,"a":2}`,
+	`{"k":1,"\u212a":2}`,
+	`{"é":1,"É":2}`,
+	`{"a":{"b":{"c":{"d":1}}}}`,
+	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"A":0}`,
+	`{"q":1,"p":2,"o":3,"n":4,"m":5,"l":6,"k":7,"j":8,"i":9,"h":10,"g":11,"f":12,"e":13,"d":14,"c":15,"b":16,"a":17,"Q":0}`,
+	`{"q":1,"p":2,"o":3,"n":4,"m":5,"l":6,"k":7,"j":8,"i":9,"h":10,"g":11,"f":12,"e":13,"d":14,"c":15,"b":16,"a":17,"b":0}`,
+	`{"b":1,"a":2,"c":`,
+	`{"b":1,"a":2 "c":3}`,
+	`{"b":1,"a"`,
+	`{"b":1,"a":2,}`,
+	` [1, 2.50, -0, 1e400 ]`,
+	`{"amount":9007199254740993,"a":[1E2,0.0001,1e-7,123456789012345678]}`,
+}
+
+// FuzzStream compares the stream writer with the token tree on any input.
+func FuzzStream(f *testing.F) {
+	for _, s := range append(append(streamSeeds, fuzzSeeds...), goSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Add(paymentJSON(1 << 10))
+	cs := streamConfigs(f)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		checkStream(t, cs, in)
+	})
+}
+
+// TestStreamMatchesTokens runs the comparison on the seeds, on every
+// prefix of a payment body (every way it can end too early), and on random
+// trees in random member orders and spellings.
+func TestStreamMatchesTokens(t *testing.T) {
+	cs := streamConfigs(t)
+	for _, s := range append(append(streamSeeds, fuzzSeeds...), goSeeds...) {
+		checkStream(t, cs, []byte(s))
+	}
+	for _, size := range paymentSizes {
+		checkStream(t, cs, paymentJSON(size.n))
+	}
+	body := paymentJSON(1 << 10)
+	for n := range len(body) {
+		checkStream(t, cs, body[:n])
+	}
+	g := jsonGen{rand.New(rand.NewPCG(7, 8))}
+	for range 3000 {
+		var b strings.Builder
+		g.write(&b, g.value(0))
+		checkStream(t, cs, []byte(b.String()))
+	}
+}
