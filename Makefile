@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race backends modules lint fuzz bench bench-all soak
+.PHONY: test test-race backends modules apicheck apicheck-test lint fuzz bench bench-all soak
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone.
@@ -28,6 +28,16 @@ modules:
 	  (cd $$m && GOWORK=off $(GO) mod tidy -diff >/dev/null && GOWORK=off $(GO) build ./... && GOWORK=off $(GO) vet ./...) \
 	    || { echo "module $$m: go.mod is not tidy, or the module does not build on its own"; exit 1; }; \
 	done
+
+# apicheck: the exported API of each library module against its latest
+# release tag (vX.Y.Z, or DIR/vX.Y.Z for the module in DIR); an incompatible
+# change without a major version bump fails. apicheck-test proves the check
+# on a throwaway repository.
+apicheck:
+	bash .ci/apicheck
+
+apicheck-test:
+	bash .ci/apicheck_test
 
 backends:
 	@$(GO) test -count=1 -v -run '^TestBackends$$' ./internal/testkit/testenv | grep -E '^\s+testenv_test.go' || true

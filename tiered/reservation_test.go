@@ -71,7 +71,7 @@ func (l *ledger) charges(t *testing.T, id string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return int64(n) // int before bun 1.3, int64 since
 }
 
 // charge is a Func that records a charge for id and completes its

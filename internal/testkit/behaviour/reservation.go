@@ -131,7 +131,7 @@ func (c *charger) count(t *testing.T, id string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return int64(n) // int before bun 1.3, int64 since
 }
 
 // RunReservation runs the rows of the reservation in the handler's
