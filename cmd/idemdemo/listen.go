@@ -14,7 +14,7 @@ func listenOn(addr string, in *instance) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: in.srv.Handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: in.srv.Handler, ReadHeaderTimeout: 5 * time.Second, ConnContext: withConn}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -149,6 +149,9 @@ func serveAPI(ctx context.Context, b *backends, addr string, stdout, stderr io.W
 		strings.NewReplacer("10:00:00", "10:00:09", `"t1"`, `"t2"`).Replace(body))
 	fmt.Fprintf(stdout, "  # the same key with another amount: 422\n  %s -d '%s'\n\n", curl, strings.Replace(body, "4200", "9900", 1))
 	fmt.Fprintf(stdout, "  # no Idempotency-Key: passes through, charges every time\n  curl -si -X POST %s/charges -H 'Content-Type: application/json' -d '%s'\n\n", base, body)
+	txCurl := fmt.Sprintf("curl -si -X POST %s/charges/tx -H 'Content-Type: application/json' -H 'X-Merchant: m1' -H 'Idempotency-Key: order-1002'", base)
+	fmt.Fprintf(stdout, "  # the charge and idem's record in one transaction; the connection dropped right after the commit\n  %s -H '%s: after-commit' -d '%s'\n\n", txCurl, crashHeader, body)
+	fmt.Fprintf(stdout, "  # the retry: the committed 201 replayed, no new charge\n  %s -d '%s'\n\n", txCurl, body)
 	<-ctx.Done()
 	return 0
 }
