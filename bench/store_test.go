@@ -25,6 +25,8 @@ type stack struct {
 	raw    *rawSQL
 	prefix string
 	store  func(b *testing.B, opts ...tiered.Option) *tiered.Store
+	// sqlOnly is the same Store without its Redis tier.
+	sqlOnly func(b *testing.B, opts ...tiered.Option) *tiered.Store
 }
 
 func newStack(b *testing.B) *stack {
@@ -44,6 +46,17 @@ func newStack(b *testing.B) *stack {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = s.Close(); _ = rl.Close() })
+		return s
+	}
+	st.sqlOnly = func(b *testing.B, opts ...tiered.Option) *tiered.Store {
+		s, err := tiered.New(append([]tiered.Option{
+			tiered.WithSQL(must.Get(sqllayer.New(db, sqlOpts...))(b)),
+			tiered.WithRetention(retention), tiered.WithTimeouts(2*time.Second, 10*time.Second),
+		}, opts...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
 		return s
 	}
 	return st
@@ -76,11 +89,15 @@ func work(context.Context) ([]byte, error) { return result, nil }
 //	op=hot-replay      baseline: GET of a stored value
 //	                   idem:     Do on a completed key with the local cache on: no I/O
 //	op=burst20         idem only: 20 concurrent Do calls on one fresh key, one execution
+//	op=new-tiers       baseline: Do on a fresh key, the same Store without Redis (SQL only)
+//	                   idem:     Do on a fresh key with Redis + SQL: what the Redis tier
+//	                             costs a first execution
 func BenchmarkStore(b *testing.B) {
 	st := newStack(b)
 	ctx := context.Background()
 	withCache := st.store(b)
 	cold := st.store(b, tiered.WithLocalCache(0, 0, 0))
+	sqlOnly := st.sqlOnly(b, tiered.WithLocalCache(0, 0, 0))
 	// Completed keys, so that concurrent duplicates are of different keys
 	// (the same key would be collapsed by singleflight, which is no I/O).
 	done := make([]idem.Key, 256)
@@ -117,6 +134,8 @@ func BenchmarkStore(b *testing.B) {
 			})
 		})
 		b.Run(name("new", n, "idem"), func(b *testing.B) { parallel(b, n, func() { do(cold, freshKey()) }) })
+		b.Run(name("new-tiers", n, "baseline"), func(b *testing.B) { parallel(b, n, func() { do(sqlOnly, freshKey()) }) })
+		b.Run(name("new-tiers", n, "idem"), func(b *testing.B) { parallel(b, n, func() { do(cold, freshKey()) }) })
 		b.Run(name("duplicate-cold", n, "baseline"), func(b *testing.B) { parallel(b, n, get) })
 		b.Run(name("duplicate-cold", n, "idem"), func(b *testing.B) { parallel(b, n, func() { do(cold, done[pick()]) }) })
 		b.Run(name("hot-replay", n, "baseline"), func(b *testing.B) { parallel(b, n, get) })
