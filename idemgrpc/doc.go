@@ -113,6 +113,14 @@
 // like any other. The status does not carry the panic's value:
 // WithPanicHandler hears it, with its stack, to log it.
 //
+// # Completing in the handler's transaction
+//
+// The handler's context carries its reservation (idem.ReservationFrom): a
+// handler that writes business rows completes the key in the same
+// transaction, passing Result's encoding of the response it will return to
+// the SQL layer's CompleteReservation. What committed then decides every
+// retry, even when the server dies before its Store could complete the key.
+//
 // # Streams
 //
 // Only unary calls are guarded: a stream's messages are not one request

@@ -1,0 +1,46 @@
+package idemgrpc
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// Result returns resp as the interceptor stores it, for a handler that
+// completes its key inside its own database transaction: the handler builds
+// its response, passes Result's bytes to the SQL layer's completion in the
+// same transaction as its business rows, commits, and returns resp. Every
+// retry then replays resp (with the replayed metadata the handler set so
+// far), even when the server dies or the answer is lost after the commit:
+//
+//	res, _ := idem.ReservationFrom(ctx)
+//	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+//		// … the business rows …
+//		v, err := idemgrpc.Result(ctx, resp)
+//		if err != nil {
+//			return err
+//		}
+//		return sqlLayer.CompleteReservation(ctx, tx, res, v)
+//	})
+//	if err != nil {
+//		return nil, err // rolled back: the key is released, a retry runs again
+//	}
+//	return resp, nil
+//
+// resp must be the message the handler returns. ctx is the handler's.
+func Result(ctx context.Context, resp proto.Message) ([]byte, error) {
+	if resp == nil || !validMessage(resp) {
+		return nil, fmt.Errorf("%w: Result(%T)", errNotProto, resp)
+	}
+	var a answer
+	if rec, ok := grpc.ServerTransportStreamFromContext(ctx).(*recorder); ok {
+		a.header, a.trailer = rec.header.Copy(), rec.trailer.Copy()
+	}
+	var err error
+	if a.response, err = asAny(resp); err != nil {
+		return nil, fmt.Errorf("idemgrpc: Result: %w", err)
+	}
+	return a.encode()
+}
