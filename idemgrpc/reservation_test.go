@@ -165,4 +165,3 @@ func TestResultRefusesNonMessages(t *testing.T) {
 		t.Fatal("Result of a typed nil succeeded")
 	}
 }
-
