@@ -23,6 +23,12 @@ const commands = "PING, GET, SET, PTTL, EVALSHA, EVAL, SUBSCRIBE, UNSUBSCRIBE an
 // driver error become idem.ErrUnavailable.
 func (l *Layer) fail(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			// The deadline ended while the client was failing for a
+			// reason of its own (a refused connection, say): keep it, it
+			// is what an operator needs to read.
+			return fmt.Errorf("redislayer: %s: %w (after: %v)", op, cerr, err)
+		}
 		return fmt.Errorf("redislayer: %s: %w", op, cerr)
 	}
 	if advice := l.setupMistake(err); advice != "" {

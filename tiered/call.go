@@ -27,6 +27,7 @@ type call struct {
 	redisToken    string    // this process's claim in Redis, or ""
 	redisSent     time.Time // when that claim was sent
 	redisTookOver bool      // that claim took over an earlier owner's
+	redisDown     bool      // Redis failed this call: its best-effort writes skip it
 	sqlToken      string    // this process's claim in SQL, or ""
 	sqlSent       time.Time // when that claim was sent
 	sqlTookOver   bool      // that claim took over an earlier owner's
@@ -97,6 +98,7 @@ func (c *call) askRedis() (o outcome, done bool) {
 			if s.sql == nil {
 				return c.undecided(err), true
 			}
+			c.redisDown = true
 			return outcome{}, false // SQL decides alone
 		}
 		s.health.ok(c.ctx)

@@ -163,7 +163,10 @@ func (c *call) finishLater(h *hold, val []byte) {
 // Best effort: SQL holds the result.
 func (c *call) publish(val []byte, lives time.Time) {
 	s := c.s
-	if s.redis == nil {
+	if s.redis == nil || c.redisDown {
+		// No Redis, or it failed this very call (its claim): a write that
+		// only helps duplicates would most likely wait out its timeout
+		// too, on the caller's time. SQL holds the result.
 		return
 	}
 	if use, _ := s.health.allow(time.Now()); !use {
