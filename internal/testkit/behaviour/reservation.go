@@ -125,6 +125,18 @@ func (c *charger) serve(sql *sqllayer.Layer) Serve {
 	}
 }
 
+// wantOnce fails t unless the handler ran once since runs was read and the
+// charge id exists once.
+func (c *charger) wantOnce(t *testing.T, id string, runs int64) {
+	t.Helper()
+	if n := c.runs.Load() - runs; n != 1 {
+		t.Fatalf("the handler ran %d times, want 1", n)
+	}
+	if n := c.count(t, id); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
+
 func (c *charger) count(t *testing.T, id string) int64 {
 	t.Helper()
 	n, err := c.db.NewSelect().Table(c.table).Where("id = ?", id).Count(context.Background())
@@ -206,12 +218,7 @@ func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter)
 			}
 			check(t, got, id)
 		}
-		if n := c.runs.Load() - runs; n != 1 {
-			t.Fatalf("the handler ran %d times, want 1", n)
-		}
-		if n := c.count(t, id); n != 1 {
-			t.Fatalf("%d charges, want 1", n)
-		}
+		c.wantOnce(t, id, runs)
 	})
 
 	t.Run("committed then the response is cut, the retry replays elsewhere", func(t *testing.T) {
@@ -229,12 +236,7 @@ func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter)
 			t.Fatal(err)
 		}
 		check(t, got, id)
-		if n := c.runs.Load() - runs; n != 1 {
-			t.Fatalf("the handler ran %d times, want 1", n)
-		}
-		if n := c.count(t, id); n != 1 {
-			t.Fatalf("%d charges, want 1", n)
-		}
+		c.wantOnce(t, id, runs)
 	})
 
 	t.Run("rolled back, the retry runs again and commits once", func(t *testing.T) {
