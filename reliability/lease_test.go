@@ -77,7 +77,7 @@ func TestOwnerPausedPastLease(t *testing.T) {
 					t.Fatalf("winner: %v", winGot)
 				}
 				b.requireCompleted(t, k, "winner")
-				if rec := b.redisRecord(t, k); rec.state != idem.StateCompleted || string(rec.result) != "winner" {
+				if rec := b.redisCompleted(t, k); rec.state != idem.StateCompleted || string(rec.result) != "winner" {
 					t.Fatalf("Redis: %+v, want the winner's result", rec)
 				}
 				r, err := b.node(t).Do(t.Context(), k, "fp", w.fn)
@@ -202,7 +202,7 @@ func TestStoreClosedMidWork(t *testing.T) {
 			t.Fatalf("retry: %+v, %v, side effects %d", r, err, effects.Load())
 		}
 		b.requireCompleted(t, k, "done by the survivor")
-		if rec := b.redisRecord(t, k); rec.state != idem.StateCompleted {
+		if rec := b.redisCompleted(t, k); rec.state != idem.StateCompleted {
 			t.Fatalf("Redis after the retry: %+v", rec)
 		}
 	})

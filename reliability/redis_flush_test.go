@@ -56,7 +56,7 @@ func TestRedisLosesLeaseWhileWorkRuns(t *testing.T) {
 					t.Fatalf("fn ran %d times, want 1", n)
 				}
 				b.requireCompleted(t, k, "booked")
-				if rec := b.redisRecord(t, k); rec.state != idem.StateCompleted || string(rec.result) != "booked" {
+				if rec := b.redisCompleted(t, k); rec.state != idem.StateCompleted || string(rec.result) != "booked" {
 					t.Fatalf("Redis at the end: %+v; want the result back-filled", rec)
 				}
 				if keys := b.keysWithoutTTL(t); len(keys) != 0 {

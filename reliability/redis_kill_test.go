@@ -52,10 +52,13 @@ func TestRedisKilledMidRequest(t *testing.T) {
 				}
 				waitSubscribers(t, b, k, 2)
 				var late <-chan answer
+				nodes := []*node{a, bb, c}
 				if when == "DuringWork" {
 					b.killRedis(t)
 					// A newcomer after the kill: Redis refuses, SQL says in progress.
-					late = goDo(t.Context(), b.node(t), k, "fp", w.fn)
+					n := b.node(t)
+					nodes = append(nodes, n)
+					late = goDo(t.Context(), n, k, "fp", w.fn)
 				}
 				w.Release()
 
@@ -84,13 +87,19 @@ func TestRedisKilledMidRequest(t *testing.T) {
 				b.requireCompleted(t, k, "paid once")
 				t.Logf("%s: 1 run, %d duplicates replayed, %d refused (retryable); result in SQL", b.name, replays, refused)
 
+				// Their writes to Redis go on after the answers, off the
+				// callers' time: let them end (against the dead server)
+				// before it comes back empty.
+				for _, n := range nodes {
+					_ = n.Close()
+				}
 				b.restartRedis(t)
 				cold := b.node(t, withStore(tiered.WithLocalCache(0, 0, 0)))
 				r, err := cold.Do(t.Context(), k, "fp", w.fn)
 				if err != nil || string(r.Value) != "paid once" || r.Tier != idem.TierSQL {
 					t.Fatalf("after the restart: %v, %v; want a SQL replay", r, err)
 				}
-				if rec := b.redisRecord(t, k); !rec.found || rec.state != idem.StateCompleted || string(rec.result) != "paid once" {
+				if rec := b.redisCompleted(t, k); !rec.found || rec.state != idem.StateCompleted || string(rec.result) != "paid once" {
 					t.Fatalf("Redis after the SQL replay: %+v; want the result back-filled", rec)
 				}
 				r, err = cold.Do(t.Context(), k, "fp", w.fn)

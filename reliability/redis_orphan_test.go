@@ -59,7 +59,7 @@ func TestOrphanRedisClaimDoesNotHideSQLResult(t *testing.T) {
 		if err != nil || string(r.Value) != "paid" || w.runs.Load() != 1 {
 			t.Fatalf("duplicate: %+v, %v, runs %d; want the result SQL holds", r, err, w.runs.Load())
 		}
-		if rec := b.redisRecord(t, k); rec.state != idem.StateCompleted || string(rec.result) != "paid" {
+		if rec := b.redisCompleted(t, k); rec.state != idem.StateCompleted || string(rec.result) != "paid" {
 			t.Fatalf("Redis after the duplicate: %+v; want the result over the orphan", rec)
 		}
 	})

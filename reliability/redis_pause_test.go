@@ -168,7 +168,7 @@ func TestRedisPausedLongerThanTimeout(t *testing.T) {
 			if err != nil || string(r.Value) != "ok" || !r.Replayed {
 				t.Fatalf("duplicate %d after resume: %+v, %v; want the result SQL holds", i, r, err)
 			}
-			if rec := b.redisRecord(t, k); rec.state != idem.StateCompleted {
+			if rec := b.redisCompleted(t, k); rec.state != idem.StateCompleted {
 				t.Fatalf("Redis after duplicate %d: %+v; want the result back-filled", i, rec)
 			}
 		}

@@ -176,6 +176,21 @@ func (b *backend) redisRecord(t *testing.T, k idem.Key) redisRecord {
 	return redisRecord{found: true, state: rec.State, fp: rec.Fingerprint, result: rec.Result}
 }
 
+// redisCompleted reads k's record from Redis once it is completed, or after
+// 10 s, whatever it is then. A Store answers its caller once SQL holds the
+// result; Redis learns it just after, off the caller's time.
+func (b *backend) redisCompleted(t *testing.T, k idem.Key) redisRecord {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec := b.redisRecord(t, k)
+		if rec.state == idem.StateCompleted || time.Now().After(deadline) {
+			return rec
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // keysWithoutTTL returns the keys under the backend's prefix that would
 // live forever (PTTL -1).
 func (b *backend) keysWithoutTTL(t testing.TB) []string {

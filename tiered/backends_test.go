@@ -131,6 +131,9 @@ func TestSQLReplayBackfillsRedis(t *testing.T) {
 		if err != nil || r.Tier != idem.TierSQL || string(r.Value) != "decided in sql" {
 			t.Fatalf("first duplicate: %+v, %v; want a SQL replay", r, err)
 		}
+		// The back-fill goes on after the answer, off the caller's time;
+		// Close waits for it.
+		_ = b.Close()
 		sql := faultlayer.New(st.SQLLayer(t))
 		cStore, err := tiered.New(tiered.WithRedis(st.RedisLayer(t)), tiered.WithSQL(sql), tiered.WithLocalCache(0, 0, 0))
 		if err != nil {

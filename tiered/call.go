@@ -58,13 +58,24 @@ func (c *call) execute() outcome {
 	s := c.s
 	c.start = time.Now()
 	c.deadline = c.start.Add(s.cfg.wait)
+	var ahead *sqlAsk
+	if s.sql != nil && s.redis != nil && s.guess.likely() && !s.health.isOff() {
+		ahead = c.askSQLAhead() // see overlap.go
+	}
 	if o, done := c.askRedis(); done {
+		if ahead != nil {
+			ahead.drop()
+		}
 		return o
 	}
 	if s.sql == nil {
 		return c.work(idem.TierRedis)
 	}
-	if o, done := c.askSQL(); done {
+	var first *sqlAnswer
+	if ahead != nil {
+		first = ahead.answer()
+	}
+	if o, done := c.askSQL(first); done {
 		return o
 	}
 	return c.work(idem.TierSQL)
@@ -102,6 +113,9 @@ func (c *call) askRedis() (o outcome, done bool) {
 			return outcome{}, false // SQL decides alone
 		}
 		s.health.ok(c.ctx)
+		if s.sql != nil {
+			s.guess.learn(claimed || !rec.Completed())
+		}
 		if claimed {
 			c.redisToken, c.redisTookOver = rec.Token, rec.TookOver
 			c.observe(idem.EventClaimed, idem.TierRedis, 0, nil)
@@ -188,18 +202,21 @@ func (c *call) waitRedis() (idem.Record, error) {
 	}
 }
 
-// askSQL asks SQL, which decides. It leaves this process's SQL claim in
-// c.sqlToken, or returns a finished outcome. The Redis claim, if any, is
-// released on every path that does not run fn.
-func (c *call) askSQL() (o outcome, done bool) {
+// askSQL asks SQL, which decides. first is the answer of a Reserve sent
+// ahead, or nil. It leaves this process's SQL claim in c.sqlToken, or
+// returns a finished outcome. The Redis claim, if any, is released on every
+// path that does not run fn.
+func (c *call) askSQL(first *sqlAnswer) (o outcome, done bool) {
 	s := c.s
 	waited := false
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
-		sent := time.Now()
-		sqlCtx, cancel := s.sqlBounds.call(c.ctx, sent)
-		rec, claimed, err := s.sql.Reserve(sqlCtx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
-		cancel()
-		c.tierCall(idem.TierSQL, sent, err)
+		var a sqlAnswer
+		if first != nil {
+			a, first = *first, nil
+		} else {
+			a = c.reserveSQL()
+		}
+		rec, claimed, err, sent := a.rec, a.claimed, a.err, a.sent
 		if err != nil {
 			if s.stopped(c.ctx) {
 				c.releaseRedis()

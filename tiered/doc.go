@@ -14,12 +14,19 @@
 //     completion signal), another fingerprint (mismatch).
 //  4. SQL (recommended, [WithSQL]): a unique row decides. Completed: replay
 //     and back-fill Redis. In progress: wait (bounded polling). Lease expired:
-//     take over with a new token.
+//     take over with a new token. While most calls need SQL (new keys), its
+//     claim is sent together with Redis's rather than after it, so that a
+//     first execution waits for the slower of the two, not for both; while
+//     most are duplicates Redis answers, SQL is asked only when Redis leaves
+//     the decision to it. The Store learns which holds from Redis's answers.
 //  5. Work: only the owner runs fn, under a context detached from every
 //     caller, renewed in every tier at lease/3, and cancelled with cause
 //     [idem.ErrLeaseLost] if the lease cannot be kept.
-//  6. Finish: success completes SQL first (the decision), then Redis (which
-//     wakes waiters on other instances), then the local cache. An error or a
+//  6. Finish: success completes SQL first (the decision) and the local
+//     cache; the caller is answered then, and Redis (which wakes waiters on
+//     other instances) learns the result off the caller's time. A duplicate
+//     that comes in between finds the key in progress in Redis and is
+//     answered by SQL. [Store.Close] waits for these writes. An error or a
 //     panic releases the key in every tier, so a retry runs again. A result
 //     too large to keep completes the key with a marker that says so
 //     (ErrNotReplayable): the work ran once and does not run again. A completion SQL cannot

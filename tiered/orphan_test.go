@@ -54,10 +54,12 @@ func TestOrphanRedisClaimDoesNotHideSQLResult(t *testing.T) {
 			if err != nil || string(r.Value) != "paid" || c.runs.Load() != 1 {
 				t.Fatalf("duplicate: %+v, %v, runs %d; want the result SQL holds", r, err, c.runs.Load())
 			}
-			// The result was back-filled over the orphan, where Redis can.
+			// The result was back-filled over the orphan, where Redis can:
+			// off the caller's time, and Close waits for it.
 			if _, ok := redis.Inner.(idem.Filler); !ok {
 				return
 			}
+			_ = dup.Close()
 			if rec, err := redis.Inner.Get(t.Context(), k); err != nil || !rec.Completed() {
 				t.Fatalf("Redis after the duplicate: %+v, %v; want the completed result", rec, err)
 			}
@@ -84,6 +86,7 @@ func TestOrphanRedisClaimDoesNotRefuseNewRequest(t *testing.T) {
 	if err != nil || r.Replayed || c.runs.Load() != 1 {
 		t.Fatalf("corrected request: %+v, %v; want it to run (SQL released the key)", r, err)
 	}
+	_ = s.Close() // Redis learns the result off the caller's time; Close waits for it
 	rec, err := redis.Inner.Get(t.Context(), k)
 	if err != nil || !rec.Completed() || rec.Fingerprint != "fp-corrected" {
 		t.Fatalf("Redis holds %+v, %v; want the corrected request's result", rec, err)

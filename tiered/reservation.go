@@ -144,7 +144,7 @@ func (c *call) judge(h *hold, rec idem.Record, found bool, sent time.Time, writt
 		c.observe(idem.EventCompleted, h.tier, 0, nil)
 		lives := lives(rec, sent)
 		if h.tier == idem.TierSQL {
-			c.publish(rec.Result, lives)
+			c.publishLater(rec.Result, lives)
 		}
 		s.cache.put(c.key, c.fp(), rec.Result, lives, time.Now())
 		return true, nil

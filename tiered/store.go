@@ -48,6 +48,7 @@ type Store struct {
 	filler idem.Filler // redis as a Filler, or nil
 	cache  *cache      // nil when off
 	health *health     // Redis health; nil without Redis
+	guess  *sqlGuess   // whether calls need SQL; with both tiers only
 	obs    idem.Observer
 	tracer idem.Tracer // obs as a Tracer, or nil
 
@@ -108,6 +109,9 @@ func New(opts ...Option) (*Store, error) {
 		s.filler, _ = s.redis.(idem.Filler)
 		s.health = &health{maxFailures: cfg.redisFailures, cooldown: cfg.redisCooldown, obs: cfg.observer}
 		s.health.clean.Store(true)
+		if s.sql != nil {
+			s.guess = newSQLGuess()
+		}
 	}
 	s.base, s.stop = context.WithCancelCause(context.Background())
 	if j := cfg.janitor; j != nil && s.track() {

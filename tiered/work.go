@@ -130,7 +130,7 @@ func (c *call) stored(h *hold, val []byte, accepted time.Time) {
 	s := c.s
 	lives := accepted.Add(s.cfg.retention)
 	if h.tier == idem.TierSQL {
-		c.publish(val, lives)
+		c.publishLater(val, lives)
 	}
 	s.cache.put(c.key, c.fp(), val, lives, time.Now())
 }
@@ -153,6 +153,25 @@ func (c *call) finishLater(h *hold, val []byte) {
 			c.releaseRedis()
 			c.observe(idem.EventLeaseLost, h.tier, 0, err)
 		}
+	}()
+}
+
+// publishLater publishes on a goroutine of its own: the caller is answered
+// once SQL holds the result, and Redis learns it off the critical path. A
+// duplicate that comes in between finds the key in progress in Redis, so
+// SQL answers it; a waiter on another instance wakes when the result lands.
+// After it the call's Redis claim belongs to that goroutine alone.
+func (c *call) publishLater(val []byte, lives time.Time) {
+	s := c.s
+	if s.redis == nil || c.redisDown {
+		return // nothing to publish to: see publish
+	}
+	if !s.track() {
+		return // closing: the Redis claim lapses with its lease; SQL holds the result
+	}
+	go func() {
+		defer s.wg.Done()
+		c.publish(val, lives)
 	}()
 }
 
@@ -212,7 +231,7 @@ func (c *call) publish(val []byte, lives time.Time) {
 // backfill puts a completed record that SQL returned, read by a call sent
 // at sent, into Redis for what it has left to live.
 func (c *call) backfill(rec idem.Record, sent time.Time) {
-	c.publish(rec.Result, lives(rec, sent))
+	c.publishLater(rec.Result, lives(rec, sent))
 }
 
 // underStore is an execution's values (its leading caller's, detached)
