@@ -111,11 +111,9 @@ value:
 			if c != '-' && (c < '0' || c > '9') {
 				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
 			}
-			if i, err = p.number(i); err != nil {
+			if i, out, err = p.numberTo(out, i); err != nil {
 				return out, mems, err
 			}
-			out = writeScalar(out, p, p.toks[0])
-			p.toks = p.toks[:0]
 		}
 		// A value ended: close containers until one expects another value.
 		for {
