@@ -79,16 +79,9 @@ value:
 				i = j + 1
 				break
 			}
-			if i, err = p.str(i, kString); err != nil {
+			if i, out, err = p.strTo(out, i); err != nil {
 				return out, mems, err
 			}
-			if t := p.toks[0]; t.flags&fDecoded == 0 {
-				// Canonical as written: copy it with its quotes.
-				out = append(out, in[t.a-1:t.b+1]...)
-			} else {
-				out = appendQuoted(out, p.dec[t.a:t.b])
-			}
-			p.toks = p.toks[:0]
 		case 't':
 			if i, err = p.lit(i, "true", kTrue); err != nil {
 				return out, mems, err
