@@ -13,13 +13,15 @@ type work struct {
 	out     []byte
 	states  []state
 	pairs   []pair
-	scratch []byte    // unescaped query and form pairs
-	mems    []keyRef  // the stream writer's members of open objects
-	perm    []byte    // the stream writer's copy of an object it puts in order
-	keys    []sortKey // the stream writer's names of one object, sorting
-	shapes  [4]shape  // the stream writer's last object shapes, by depth
-	h       hash.Hash
-	memoBuf []byte // the memo hash's framing, then its sum
+	scratch []byte                // unescaped query and form pairs
+	mems    []keyRef              // the stream writer's members of open objects
+	perm    []byte                // the stream writer's copy of an object it puts in order
+	keys    []sortKey             // the stream writer's names of one object, sorting
+	shapes  [1 << shapeBits]shape // the stream writer's object shapes, see shape
+	// shapeMode is the mode the shapes were found in.
+	shapeMode mode
+	h         hash.Hash
+	memoBuf   []byte // the memo hash's framing, then its sum
 }
 
 // Buffers larger than these are dropped rather than pooled, so that one huge

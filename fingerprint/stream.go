@@ -20,9 +20,13 @@ import "slices"
 // its errors are parse's, in the same order.
 func (w *work) stream(in []byte, maxDepth int, f *filter, m mode) error {
 	w.p.reset(in, maxDepth, m)
-	for i := range w.shapes {
-		// What a shape spares depends on m: one body at a time.
-		w.shapes[i].names = w.shapes[i].names[:0]
+	if w.shapeMode != m {
+		// What a shape spares depends on m: the shapes of another
+		// reading are forgotten.
+		for i := range w.shapes {
+			w.shapes[i].names = w.shapes[i].names[:0]
+		}
+		w.shapeMode = m
 	}
 	if cap(w.out)-len(w.out) < len(in) {
 		w.out = growOut(w.out, len(in))
@@ -246,14 +250,12 @@ func (w *work) closeObject(fr frame, ms []keyRef, out []byte) ([]byte, error) {
 	if fr.sorted {
 		return out, p.checkFoldOf(ms)
 	}
-	// The top-level object has no twin to spare a sort for.
-	top := len(p.stack) == 0
-	sh := &w.shapes[len(p.stack)%len(w.shapes)]
-	if top || !sh.same(p, ms) {
+	sh := &w.shapes[shapeSlot(len(p.stack), ms)]
+	if !sh.same(p, ms) {
 		if err := w.sortNames(ms, fr.foldy); err != nil {
 			return out, err
 		}
-		sh.remember(p, ms, w.keys, !top)
+		sh.remember(p, ms, w.keys)
 	}
 	w.perm = append(w.perm[:0], out[fr.out:]...)
 	out = out[:fr.out]
@@ -337,16 +339,31 @@ func (p *parser) checkFoldOf(ms []keyRef) error {
 }
 
 // A shape is the names of an object that was not in order, as they came,
-// and the order they sort in. The stream writer remembers the last one at
-// each of a few depths, so that the next object with the same names in
-// the same order, as the records of an array mostly are, is put in order
-// without sorting its names or checking them again: the same names sort
-// alike and are as free of duplicates and of names equal under folding.
+// and the order they sort in. The stream writer remembers a few of them,
+// so that the next object with the same names in the same order, as the
+// records of an array mostly are, and as the bodies one client sends to
+// one endpoint mostly are, is put in order without sorting its names or
+// checking them again: the same names sort alike and are as free of
+// duplicates and of names equal under folding, when read in the same mode.
+// So the shapes outlive a body, in the pooled work, until a body is read in
+// another mode (work.shapeMode).
 type shape struct {
 	names []shapeName // as they came
 	long  []byte      // the bytes of the names beyond 8 bytes
 	order []int32     // the index, in the order they came, of each name in sorted order
 }
+
+// shapeSlot picks the slot of work.shapes for an object at depth whose
+// names are ms: by its depth, its number of names and its first name's
+// prefix, so that the objects of a body that differ in those keep a slot
+// each, mostly.
+func shapeSlot(depth int, ms []keyRef) int {
+	h := (ms[0].pre ^ uint64(depth)<<56 ^ uint64(len(ms))) * 0x9e3779b97f4a7c15
+	return int(h >> (64 - shapeBits))
+}
+
+// shapeBits is log2 of the number of shapes a work keeps.
+const shapeBits = 4
 
 // shapeName is one name of a shape: its prefix and length and, for a name
 // beyond 8 bytes, where its bytes are in the shape's long.
@@ -374,15 +391,11 @@ func (sh *shape) same(p *parser, ms []keyRef) bool {
 	return true
 }
 
-// remember makes the names ms, in the order ks sorts them, sh's; without
-// names, sh keeps only their order, and matches no object.
-func (sh *shape) remember(p *parser, ms []keyRef, ks []sortKey, names bool) {
+// remember makes the names ms, in the order ks sorts them, sh's.
+func (sh *shape) remember(p *parser, ms []keyRef, ks []sortKey) {
 	sh.names = sh.names[:0]
 	sh.long = sh.long[:0]
 	for _, m := range ms {
-		if !names {
-			break
-		}
 		s := shapeName{pre: m.pre, n: m.b - m.a}
 		if s.n > 8 {
 			s.a = int32(len(sh.long))
