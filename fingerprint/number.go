@@ -13,8 +13,9 @@ type numLit struct {
 	i, d, ie, fs, fe, ep, ee, j int
 }
 
-// scanNumber scans the number at in[i] (RFC 8259 grammar).
-func scanNumber(in []byte, i int) (numLit, error) {
+// scanNumber scans the number at in[i] (RFC 8259 grammar) into n, which it
+// fills in place: a numLit returned by value costs a copy that shows.
+func scanNumber(in []byte, i int, n *numLit) error {
 	j := i
 	if in[j] == '-' {
 		j++
@@ -28,7 +29,8 @@ func scanNumber(in []byte, i int) (numLit, error) {
 			j++
 		}
 	default:
-		return numLit{j: j}, errAt(ErrInvalidJSON, "invalid number", i)
+		n.j = j
+		return errAt(ErrInvalidJSON, "invalid number", i)
 	}
 	ie := j
 	fs, fe := j, j
@@ -40,7 +42,8 @@ func scanNumber(in []byte, i int) (numLit, error) {
 		}
 		fe = j
 		if fe == fs {
-			return numLit{j: j}, errAt(ErrInvalidJSON, "invalid number", i)
+			n.j = j
+			return errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
 	ep, ee := j, j
@@ -56,10 +59,12 @@ func scanNumber(in []byte, i int) (numLit, error) {
 		}
 		ee = j
 		if ee == es {
-			return numLit{j: j}, errAt(ErrInvalidJSON, "invalid number", i)
+			n.j = j
+			return errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
-	return numLit{i: i, d: d, ie: ie, fs: fs, fe: fe, ep: ep, ee: ee, j: j}, nil
+	n.i, n.d, n.ie, n.fs, n.fe, n.ep, n.ee, n.j = i, d, ie, fs, fe, ep, ee, j
+	return nil
 }
 
 // asWritten reports whether the literal n is already in its ES6 form:
@@ -82,8 +87,8 @@ func (n *numLit) asWritten(in []byte) bool {
 // even where a deny-list later drops it.
 func (p *parser) number(i int) (int, error) {
 	in := p.in
-	n, err := scanNumber(in, i)
-	if err != nil {
+	var n numLit
+	if err := scanNumber(in, i, &n); err != nil {
 		return n.j, err
 	}
 	j := n.j
@@ -120,8 +125,8 @@ func (p *parser) number(i int) (int, error) {
 // of the number at in[i] to dst, through the same decisions.
 func (p *parser) numberTo(dst []byte, i int) (int, []byte, error) {
 	in := p.in
-	n, err := scanNumber(in, i)
-	if err != nil {
+	var n numLit
+	if err := scanNumber(in, i, &n); err != nil {
 		return n.j, dst, err
 	}
 	j := n.j
