@@ -354,16 +354,17 @@ type shape struct {
 }
 
 // shapeSlot picks the slot of work.shapes for an object at depth whose
-// names are ms: by its depth, its number of names and its first name's
-// prefix, so that the objects of a body that differ in those keep a slot
-// each, mostly.
+// names are ms: by its depth and its first name's prefix, so that the few
+// objects of a body's shape mostly keep a slot each. (An object's number
+// of names, mixed in too, made two of a payment body's five shapes share
+// a slot, and sort again in every body.)
 func shapeSlot(depth int, ms []keyRef) int {
-	h := (ms[0].pre ^ uint64(depth)<<56 ^ uint64(len(ms))) * 0x9e3779b97f4a7c15
+	h := (ms[0].pre ^ uint64(depth)<<56) * 0x9e3779b97f4a7c15
 	return int(h >> (64 - shapeBits))
 }
 
 // shapeBits is log2 of the number of shapes a work keeps.
-const shapeBits = 4
+const shapeBits = 5
 
 // shapeName is one name of a shape: its prefix and length and, for a name
 // beyond 8 bytes, where its bytes are in the shape's long.
