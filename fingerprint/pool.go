@@ -29,6 +29,11 @@ type work struct {
 const (
 	maxPooledTokens = 1 << 16
 	maxPooledBytes  = 1 << 20
+	// The shapes outlive a body, 32 of them in every pooled work: an object
+	// of more names than this sorts them in every body rather than pin
+	// their memory.
+	maxPooledShape      = 1 << 10
+	maxPooledShapeBytes = 16 << 10
 )
 
 var workPool = sync.Pool{New: func() any { return new(work) }}
@@ -59,7 +64,7 @@ func putWork(w *work) {
 		w.perm = nil
 	}
 	for i := range w.shapes {
-		if cap(w.shapes[i].names) > maxPooledTokens || cap(w.shapes[i].long) > maxPooledBytes {
+		if cap(w.shapes[i].names) > maxPooledShape || cap(w.shapes[i].long) > maxPooledShapeBytes {
 			w.shapes[i] = shape{}
 		}
 	}
