@@ -115,11 +115,13 @@ func (b *Builder) Sum(body []byte) (string, error) {
 	var k [32]byte
 	var m *memo
 	if len(body) > 0 {
-		if m = b.memoFor(); m != nil {
+		if m = b.memoFor(); m != nil && m.seenBefore(w, nil, bodyJSON, jsonType, "", body) {
 			k = w.memoKey(nil, bodyJSON, jsonType, "", body)
 			if fp, ok := m.get(&k); ok {
 				return fp, nil
 			}
+		} else {
+			m = nil // a first sighting: nothing to look up or remember
 		}
 	}
 	w.out = append(w.out, domain...)

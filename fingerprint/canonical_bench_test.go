@@ -58,8 +58,7 @@ func paymentJSON(n int) []byte {
 //	                     iteration, so the memo of recent inputs never
 //	                     answers): scan, validate, filter, canonicalize, hash
 //	impl=idem-nomemo     the same digest without the memo: Sum less the
-//	                     SHA-256 of the raw body it takes to look up and
-//	                     remember a digest
+//	                     fast hash that notes a body's first sighting
 //
 // Every implementation rewrites the same eight bytes of its body each
 // iteration.

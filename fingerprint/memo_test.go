@@ -147,3 +147,39 @@ func TestMemoWaitsForASecondCall(t *testing.T) {
 		t.Fatal("no memo after three calls")
 	}
 }
+
+// TestMemoFromTheSecondSighting: a body seen once costs no SHA-256 and
+// leaves no memo entry; its first repeat is remembered, and answers the
+// next.
+func TestMemoFromTheSecondSighting(t *testing.T) {
+	b := newBuilder(t)
+	for _, warm := range memoBodies(2) {
+		if _, err := b.Sum(warm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := b.memo.Load()
+	if m == nil {
+		t.Fatal("no memo after two calls")
+	}
+	body := []byte(`{"amount": 1999, "currency": "EUR", "trace_id": "t1"}`)
+	w := getWork()
+	k := w.memoKey(nil, bodyJSON, jsonType, "", body)
+	putWork(w)
+	want, err := b.Sum(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.get(&k); ok {
+		t.Fatal("a body seen once is in the memo")
+	}
+	if got, err := b.Sum(body); err != nil || got != want {
+		t.Fatalf("first repeat: %q, %v; want %q", got, err, want)
+	}
+	if got, ok := m.get(&k); !ok || got != want {
+		t.Fatalf("after its first repeat: %q, %v in the memo; want %q", got, ok, want)
+	}
+	if got, err := b.Sum(body); err != nil || got != want {
+		t.Fatalf("second repeat: %q, %v; want %q", got, err, want)
+	}
+}

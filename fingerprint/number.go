@@ -5,16 +5,17 @@ import (
 	"strconv"
 )
 
-// number scans the number at in[i] (RFC 8259 grammar) and appends its token.
-// Most numbers never meet a float conversion: an integer of at most 15
-// digits (other than -0) is already in its ES6 form and stays a span of the
-// input, as does every integer (other than -0) in exactInts mode; any other
-// literal with at most 15 significant digits and a moderate exponent is
-// rewritten textually (see shortDecimal). The rest is converted once, here,
-// so that a value out of range is found even where a deny-list later drops
-// it.
-func (p *parser) number(i int) (int, error) {
-	in := p.in
+// numLit is the anatomy of the number literal in[i:j]: its digits from d
+// (after a '-'), its integer part up to ie, its fraction in[fs:fe] (empty
+// when it has none) and its exponent in[ep:ee] from the 'e' on (empty when
+// it has none).
+type numLit struct {
+	i, d, ie, fs, fe, ep, ee, j int
+}
+
+// scanNumber scans the number at in[i] (RFC 8259 grammar) into n, which it
+// fills in place: a numLit returned by value costs a copy that shows.
+func scanNumber(in []byte, i int, n *numLit) error {
 	j := i
 	if in[j] == '-' {
 		j++
@@ -28,7 +29,8 @@ func (p *parser) number(i int) (int, error) {
 			j++
 		}
 	default:
-		return j, errAt(ErrInvalidJSON, "invalid number", i)
+		n.j = j
+		return errAt(ErrInvalidJSON, "invalid number", i)
 	}
 	ie := j
 	fs, fe := j, j
@@ -40,47 +42,121 @@ func (p *parser) number(i int) (int, error) {
 		}
 		fe = j
 		if fe == fs {
-			return j, errAt(ErrInvalidJSON, "invalid number", i)
+			n.j = j
+			return errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
-	ep, es, ee := j, j, j
+	ep, ee := j, j
 	if j < len(in) && (in[j] == 'e' || in[j] == 'E') {
 		ep = j
 		j++
 		if j < len(in) && (in[j] == '+' || in[j] == '-') {
 			j++
 		}
-		es = j
+		es := j
 		for j < len(in) && in[j] >= '0' && in[j] <= '9' {
 			j++
 		}
 		ee = j
 		if ee == es {
-			return j, errAt(ErrInvalidJSON, "invalid number", i)
+			n.j = j
+			return errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
-	if ie == j && ie-d <= 15 && !(in[d] == '0' && d > i) {
+	n.i, n.d, n.ie, n.fs, n.fe, n.ep, n.ee, n.j = i, d, ie, fs, fe, ep, ee, j
+	return nil
+}
+
+// asWritten reports whether the literal n is already in its ES6 form:
+// most numbers never meet a float conversion. An integer of at most 15
+// digits (other than -0) is, and so is a decimal that plainDecimal
+// accepts. (In exactInts mode every integer other than -0 counts as
+// written too, once exactInt has checked it.)
+func (n *numLit) asWritten(in []byte) bool {
+	if n.ie == n.j {
+		return n.ie-n.d <= 15 && !(in[n.d] == '0' && n.d > n.i)
+	}
+	return n.ep == n.j && in[n.fe-1] != '0' && plainDecimal(in[n.d:n.ie], in[n.fs:n.fe])
+}
+
+// number scans the number at in[i] and appends its token. A number in its
+// canonical form as written (asWritten, exactInt) stays a span of the
+// input; any other literal with at most 15 significant digits and a
+// moderate exponent is rewritten textually (see shortDecimal) into p.dec.
+// The rest is converted once, here, so that a value out of range is found
+// even where a deny-list later drops it.
+func (p *parser) number(i int) (int, error) {
+	in := p.in
+	var n numLit
+	if err := scanNumber(in, i, &n); err != nil {
+		return n.j, err
+	}
+	j := n.j
+	if n.asWritten(in) {
 		p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
 		return j, nil
 	}
-	if ep == j && fe > fs && in[fe-1] != '0' && plainDecimal(in[d:ie], in[fs:fe]) {
+	if n.ie == j && in[n.d] != '0' && p.mode&exactInts != 0 {
+		if err := exactInt(in[i:j]); err != nil {
+			return i, errAt(err, "number beyond the range of a double", i)
+		}
 		p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
 		return j, nil
 	}
-	if ie == j && in[d] != '0' && p.mode&exactInts != 0 {
-		return p.exactInt(i, j)
+	if d0 := len(p.dec); d0 <= maxRewritten {
+		// Token offsets are 32-bit; past maxRewritten, numbers take the
+		// float path.
+		if dec, ok := shortDecimal(p.dec, &n, in); ok {
+			p.dec = dec
+			p.toks = append(p.toks, tok{kind: kNumber, flags: fDecoded, a: int32(d0), b: int32(len(p.dec))})
+			return j, nil
+		}
 	}
-	if d0, ok := p.shortDecimal(d > i, in[d:ie], in[fs:fe], in[ep:ee]); ok {
-		p.toks = append(p.toks, tok{kind: kNumber, flags: fDecoded, a: int32(d0), b: int32(len(p.dec))})
-		return j, nil
-	}
-	f, err := strconv.ParseFloat(string(in[i:j]), 64)
-	if err != nil || math.IsInf(f, 0) {
-		return i, errAt(ErrNumberRange, "number beyond the range of a double", i)
+	f, err := parseNumber(in[i:j])
+	if err != nil {
+		return i, errAt(err, "number beyond the range of a double", i)
 	}
 	p.toks = append(p.toks, tok{kind: kNumber, flags: fFloat, a: int32(len(p.nums))})
 	p.nums = append(p.nums, f)
 	return j, nil
+}
+
+// numberTo is number for the stream writer: it appends the canonical form
+// of the number at in[i] to dst, through the same decisions.
+func (p *parser) numberTo(dst []byte, i int) (int, []byte, error) {
+	in := p.in
+	var n numLit
+	if err := scanNumber(in, i, &n); err != nil {
+		return n.j, dst, err
+	}
+	j := n.j
+	if n.asWritten(in) {
+		return j, append(dst, in[i:j]...), nil
+	}
+	if n.ie == j && in[n.d] != '0' && p.mode&exactInts != 0 {
+		if err := exactInt(in[i:j]); err != nil {
+			return i, dst, errAt(err, "number beyond the range of a double", i)
+		}
+		return j, append(dst, in[i:j]...), nil
+	}
+	if out, ok := shortDecimal(dst, &n, in); ok {
+		return j, out, nil
+	}
+	f, err := parseNumber(in[i:j])
+	if err != nil {
+		return i, dst, errAt(err, "number beyond the range of a double", i)
+	}
+	return j, appendES6(dst, f), nil
+}
+
+// parseNumber converts a number literal to the nearest double, or fails
+// with ErrNumberRange when it is beyond the range of one.
+func parseNumber(lit []byte) (float64, error) {
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return 0, ErrNumberRange
+	}
+	return f, nil
 }
 
 // plainDecimal reports whether a number with the integer digits intPart
@@ -101,24 +177,24 @@ func plainDecimal(intPart, frac []byte) bool {
 	return z <= 5 && len(frac)-z <= 15
 }
 
-// exactInt appends the integer literal in[i:j] as written: its digits are
-// its exact value, which is how encoding/json decodes it into an int64 or a
-// uint64. Up to 2^53 that is also the ES6 form of its double, so only
-// larger integers come out differently from RFC 8785. The literal must
-// still fit a double, as every number must: one of more than 308 digits is
-// checked against that range like any other number.
-func (p *parser) exactInt(i, j int) (int, error) {
-	d := i
-	if p.in[d] == '-' {
-		d++
+// exactInt checks the integer literal lit, which counts as written: its
+// digits are its exact value, which is how encoding/json decodes it into an
+// int64 or a uint64. Up to 2^53 that is also the ES6 form of its double,
+// so only larger integers come out differently from RFC 8785. The literal
+// must still fit a double, as every number must: one of more than 308
+// digits is checked against that range like any other number, and fails
+// with ErrNumberRange.
+func exactInt(lit []byte) error {
+	d := lit
+	if d[0] == '-' {
+		d = d[1:]
 	}
-	if j-d > 308 {
-		if f, err := strconv.ParseFloat(string(p.in[i:j]), 64); err != nil || math.IsInf(f, 0) {
-			return i, errAt(ErrNumberRange, "number beyond the range of a double", i)
+	if len(d) > 308 {
+		if _, err := parseNumber(lit); err != nil {
+			return err
 		}
 	}
-	p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
-	return j, nil
+	return nil
 }
 
 // maxRewritten bounds p.dec for rewritten numbers. A number's ES6 form can
@@ -127,16 +203,16 @@ func (p *parser) exactInt(i, j int) (int, error) {
 // 32-bit offsets of a token.
 const maxRewritten = 512 << 20
 
-// shortDecimal writes the ES6 form of a number literal to p.dec without a
-// float conversion, when it can: intPart and frac are its digits, exp its
-// exponent from its 'e' on (empty when there is none).
+// shortDecimal appends the ES6 form of the number literal lit in in to dst
+// without a float conversion, when it can.
 //
 // A decimal of at most 15 significant digits (DBL_DIG) survives the trip to
 // the nearest double and back, and no other decimal of at most 15 digits
 // reaches the same double, so its digits, without leading and trailing
 // zeros, are the shortest round-trip digits ES6 wants. The exponent is kept
 // well inside the normal range, where that guarantee holds.
-func (p *parser) shortDecimal(neg bool, intPart, frac, exp []byte) (int, bool) {
+func shortDecimal(dst []byte, lit *numLit, in []byte) ([]byte, bool) {
+	neg, intPart, frac, exp := lit.d > lit.i, in[lit.d:lit.ie], in[lit.fs:lit.fe], in[lit.ep:lit.ee]
 	var buf [15]byte
 	k, zeros := 0, 0
 	started := false
@@ -149,7 +225,7 @@ func (p *parser) shortDecimal(neg bool, intPart, frac, exp []byte) (int, bool) {
 			default:
 				started = true
 				if k+zeros >= len(buf) {
-					return 0, false
+					return dst, false
 				}
 				for ; zeros > 0; zeros-- {
 					buf[k] = '0'
@@ -171,30 +247,23 @@ func (p *parser) shortDecimal(neg bool, intPart, frac, exp []byte) (int, bool) {
 			}
 		}
 		if len(digits) > 4 {
-			return 0, false
+			return dst, false
 		}
 		for _, c := range digits {
 			e = e*10 + int(c-'0')
 		}
 		e *= sign
 	}
-	d0 := len(p.dec)
-	if d0 > maxRewritten {
-		// Token offsets are 32-bit; past this, numbers take the float path.
-		return 0, false
-	}
 	if k == 0 {
-		p.dec = append(p.dec, '0')
-		return d0, true
+		return append(dst, '0'), true
 	}
 	// The value is buf[:k] × 10^(zeros + e - len(frac)); ECMA-262 calls
 	// the digit count k and the decimal exponent n, value = s × 10^(n-k).
 	n := k + zeros + e - len(frac)
 	if n < -290 || n > 290 {
-		return 0, false
+		return dst, false
 	}
-	p.dec = appendDigits(p.dec, neg, buf[:k], n)
-	return d0, true
+	return appendDigits(dst, neg, buf[:k], n), true
 }
 
 // appendES6 writes f as ECMAScript's Number.prototype.toString does (ECMA-262

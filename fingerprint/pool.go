@@ -13,13 +13,15 @@ type work struct {
 	out     []byte
 	states  []state
 	pairs   []pair
-	scratch []byte    // unescaped query and form pairs
-	mems    []keyRef  // the stream writer's members of open objects
-	perm    []byte    // the stream writer's copy of an object it puts in order
-	keys    []sortKey // the stream writer's names of one object, sorting
-	shapes  [4]shape  // the stream writer's last object shapes, by depth
-	h       hash.Hash
-	memoBuf []byte // the memo hash's framing, then its sum
+	scratch []byte                // unescaped query and form pairs
+	mems    []keyRef              // the stream writer's members of open objects
+	perm    []byte                // the stream writer's copy of an object it puts in order
+	keys    []sortKey             // the stream writer's names of one object, sorting
+	shapes  [1 << shapeBits]shape // the stream writer's object shapes, see shape
+	// shapeMode is the mode the shapes were found in.
+	shapeMode mode
+	h         hash.Hash
+	memoBuf   []byte // the memo hash's framing, then its sum
 }
 
 // Buffers larger than these are dropped rather than pooled, so that one huge
@@ -27,6 +29,11 @@ type work struct {
 const (
 	maxPooledTokens = 1 << 16
 	maxPooledBytes  = 1 << 20
+	// The shapes outlive a body, 32 of them in every pooled work: an object
+	// of more names than this sorts them in every body rather than pin
+	// their memory.
+	maxPooledShape      = 1 << 10
+	maxPooledShapeBytes = 16 << 10
 )
 
 var workPool = sync.Pool{New: func() any { return new(work) }}
@@ -57,7 +64,7 @@ func putWork(w *work) {
 		w.perm = nil
 	}
 	for i := range w.shapes {
-		if cap(w.shapes[i].names) > maxPooledTokens || cap(w.shapes[i].long) > maxPooledBytes {
+		if cap(w.shapes[i].names) > maxPooledShape || cap(w.shapes[i].long) > maxPooledShapeBytes {
 			w.shapes[i] = shape{}
 		}
 	}

@@ -82,11 +82,13 @@ func (b *Builder) RequestBody(r *http.Request, body []byte) (string, error) {
 	var k [32]byte
 	var m *memo
 	if kind == bodyJSON || kind == bodyForm { // the kinds worth remembering
-		if m = b.memoFor(); m != nil {
+		if m = b.memoFor(); m != nil && m.seenBefore(w, w.out, kind, mt, enc, body) {
 			k = w.memoKey(w.out, kind, mt, enc, body)
 			if fp, ok := m.get(&k); ok {
 				return fp, nil
 			}
+		} else {
+			m = nil // a first sighting: nothing to look up or remember
 		}
 	}
 	if err := w.bodyPart(b, kind, mt, enc, body); err != nil {

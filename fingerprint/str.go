@@ -111,62 +111,128 @@ func (p *parser) decode(i, j int, kind uint8) (int, error) {
 
 // escape decodes the escape sequence at in[j] (a backslash) into p.dec.
 func (p *parser) escape(j int) (int, error) {
-	in := p.in
-	if j+1 >= len(in) {
-		return j, errAt(ErrInvalidJSON, "unterminated string", j)
+	r, k, err := escapedRune(p.in, j)
+	if err != nil {
+		return k, err
 	}
-	var c byte
-	switch in[j+1] {
-	case '"', '\\', '/':
-		c = in[j+1]
-	case 'b':
-		c = '\b'
-	case 'f':
-		c = '\f'
-	case 'n':
-		c = '\n'
-	case 'r':
-		c = '\r'
-	case 't':
-		c = '\t'
-	case 'u':
-		return p.escapeU(j)
-	default:
-		return j, errAt(ErrInvalidString, "invalid escape", j)
-	}
-	p.dec = append(p.dec, c)
-	return j + 2, nil
+	p.dec = utf8.AppendRune(p.dec, r)
+	return k, nil
 }
 
-// escapeU decodes \uXXXX at in[j], joining a surrogate pair into one code
-// point. A lone surrogate has no UTF-8 form, so it is an error (RFC 8785
-// §3.2.2.2 requires one).
-func (p *parser) escapeU(j int) (int, error) {
-	r, ok := hex4(p.in, j+2)
+// escapedRune decodes the escape sequence at in[j] (a backslash): the
+// code point it stands for and where it ends. \uXXXX joins a surrogate
+// pair into one code point. A lone surrogate has no UTF-8 form, so it is an
+// error (RFC 8785 §3.2.2.2 requires one).
+func escapedRune(in []byte, j int) (rune, int, error) {
+	if j+1 >= len(in) {
+		return 0, j, errAt(ErrInvalidJSON, "unterminated string", j)
+	}
+	switch in[j+1] {
+	case '"', '\\', '/':
+		return rune(in[j+1]), j + 2, nil
+	case 'b':
+		return '\b', j + 2, nil
+	case 'f':
+		return '\f', j + 2, nil
+	case 'n':
+		return '\n', j + 2, nil
+	case 'r':
+		return '\r', j + 2, nil
+	case 't':
+		return '\t', j + 2, nil
+	case 'u':
+	default:
+		return 0, j, errAt(ErrInvalidString, "invalid escape", j)
+	}
+	r, ok := hex4(in, j+2)
 	if !ok {
-		return j, errAt(ErrInvalidString, "invalid \\u escape", j)
+		return 0, j, errAt(ErrInvalidString, "invalid \\u escape", j)
 	}
 	switch {
 	case r >= 0xDC00 && r <= 0xDFFF:
-		return j, errAt(ErrInvalidString, "lone low surrogate", j)
+		return 0, j, errAt(ErrInvalidString, "lone low surrogate", j)
 	case r >= 0xD800 && r <= 0xDBFF:
 		k := j + 6
-		if k+1 >= len(p.in) || p.in[k] != '\\' || p.in[k+1] != 'u' {
-			return j, errAt(ErrInvalidString, "lone high surrogate", j)
+		if k+1 >= len(in) || in[k] != '\\' || in[k+1] != 'u' {
+			return 0, j, errAt(ErrInvalidString, "lone high surrogate", j)
 		}
-		lo, ok := hex4(p.in, k+2)
+		lo, ok := hex4(in, k+2)
 		if !ok {
-			return k, errAt(ErrInvalidString, "invalid \\u escape", k)
+			return 0, k, errAt(ErrInvalidString, "invalid \\u escape", k)
 		}
 		if lo < 0xDC00 || lo > 0xDFFF {
-			return j, errAt(ErrInvalidString, "lone high surrogate", j)
+			return 0, j, errAt(ErrInvalidString, "lone high surrogate", j)
 		}
-		r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-		p.dec = utf8.AppendRune(p.dec, r)
-		return k + 6, nil
+		return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), k + 6, nil
 	}
-	p.dec = utf8.AppendRune(p.dec, r)
-	return j + 6, nil
+	return r, j + 6, nil
+}
+
+// strTo is str for the stream writer: it appends the string at in[i] to
+// dst in its canonical form, writing each escape as RFC 8785 does
+// (appendQuoted) as it meets it, and returns where the string ends. It
+// checks and fails exactly as str does.
+func (p *parser) strTo(dst []byte, i int) (int, []byte, error) {
+	in := p.in
+	dst = append(dst, '"')
+	k := i + 1 // the start of what is not yet written
+	j := k
+	for {
+		j = skipPlain(in, j)
+		if j >= len(in) {
+			return j, dst, errAt(ErrInvalidJSON, "unterminated string", i)
+		}
+		c := in[j]
+		switch {
+		case c == '"':
+			return j + 1, append(dst, in[k:j+1]...), nil
+		case c == '\\':
+			dst = append(dst, in[k:j]...)
+			r, e, err := escapedRune(in, j)
+			if err != nil {
+				return e, dst, err
+			}
+			dst = appendRune(dst, r)
+			j, k = e, e
+		case c < 0x20:
+			return j, dst, errAt(ErrInvalidString, "raw control character", j)
+		default:
+			r, size := utf8.DecodeRune(in[j:])
+			if r == utf8.RuneError && size == 1 {
+				return j, dst, errAt(ErrInvalidString, "invalid UTF-8", j)
+			}
+			j += size
+		}
+	}
+}
+
+// appendRune appends r as appendQuoted writes it inside a string.
+func appendRune(dst []byte, r rune) []byte {
+	if r >= 0x20 && r != '"' && r != '\\' {
+		return utf8.AppendRune(dst, r)
+	}
+	return appendEscape(dst, byte(r))
+}
+
+// appendEscape appends the RFC 8785 escape of c, which is '"', '\\' or a
+// control character.
+func appendEscape(dst []byte, c byte) []byte {
+	const hex = "0123456789abcdef"
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\t':
+		return append(dst, '\\', 't')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\r':
+		return append(dst, '\\', 'r')
+	}
+	return append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
 }
 
 func hex4(in []byte, i int) (rune, bool) {
@@ -194,7 +260,6 @@ func hex4(in []byte, i int) (rune, bool) {
 // '"' and '\' escaped, the control characters U+0000..U+001F as \b \t \n
 // \f \r or \u00xx (lower-case hex), everything else as it is.
 func appendQuoted(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	k := 0
 	for j := 0; j < len(s); j++ {
@@ -204,22 +269,7 @@ func appendQuoted(dst, s []byte) []byte {
 		}
 		dst = append(dst, s[k:j]...)
 		k = j + 1
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		}
+		dst = appendEscape(dst, c)
 	}
 	dst = append(dst, s[k:]...)
 	return append(dst, '"')

@@ -20,9 +20,13 @@ import "slices"
 // its errors are parse's, in the same order.
 func (w *work) stream(in []byte, maxDepth int, f *filter, m mode) error {
 	w.p.reset(in, maxDepth, m)
-	for i := range w.shapes {
-		// What a shape spares depends on m: one body at a time.
-		w.shapes[i].names = w.shapes[i].names[:0]
+	if w.shapeMode != m {
+		// What a shape spares depends on m: the shapes of another
+		// reading are forgotten.
+		for i := range w.shapes {
+			w.shapes[i].names = w.shapes[i].names[:0]
+		}
+		w.shapeMode = m
 	}
 	if cap(w.out)-len(w.out) < len(in) {
 		w.out = growOut(w.out, len(in))
@@ -79,16 +83,9 @@ value:
 				i = j + 1
 				break
 			}
-			if i, err = p.str(i, kString); err != nil {
+			if i, out, err = p.strTo(out, i); err != nil {
 				return out, mems, err
 			}
-			if t := p.toks[0]; t.flags&fDecoded == 0 {
-				// Canonical as written: copy it with its quotes.
-				out = append(out, in[t.a-1:t.b+1]...)
-			} else {
-				out = appendQuoted(out, p.dec[t.a:t.b])
-			}
-			p.toks = p.toks[:0]
 		case 't':
 			if i, err = p.lit(i, "true", kTrue); err != nil {
 				return out, mems, err
@@ -111,11 +108,9 @@ value:
 			if c != '-' && (c < '0' || c > '9') {
 				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
 			}
-			if i, err = p.number(i); err != nil {
+			if i, out, err = p.numberTo(out, i); err != nil {
 				return out, mems, err
 			}
-			out = writeScalar(out, p, p.toks[0])
-			p.toks = p.toks[:0]
 		}
 		// A value ended: close containers until one expects another value.
 		for {
@@ -255,14 +250,12 @@ func (w *work) closeObject(fr frame, ms []keyRef, out []byte) ([]byte, error) {
 	if fr.sorted {
 		return out, p.checkFoldOf(ms)
 	}
-	// The top-level object has no twin to spare a sort for.
-	top := len(p.stack) == 0
-	sh := &w.shapes[len(p.stack)%len(w.shapes)]
-	if top || !sh.same(p, ms) {
+	sh := &w.shapes[shapeSlot(len(p.stack), ms)]
+	if !sh.same(p, ms) {
 		if err := w.sortNames(ms, fr.foldy); err != nil {
 			return out, err
 		}
-		sh.remember(p, ms, w.keys, !top)
+		sh.remember(p, ms, w.keys)
 	}
 	w.perm = append(w.perm[:0], out[fr.out:]...)
 	out = out[:fr.out]
@@ -346,16 +339,32 @@ func (p *parser) checkFoldOf(ms []keyRef) error {
 }
 
 // A shape is the names of an object that was not in order, as they came,
-// and the order they sort in. The stream writer remembers the last one at
-// each of a few depths, so that the next object with the same names in
-// the same order, as the records of an array mostly are, is put in order
-// without sorting its names or checking them again: the same names sort
-// alike and are as free of duplicates and of names equal under folding.
+// and the order they sort in. The stream writer remembers a few of them,
+// so that the next object with the same names in the same order, as the
+// records of an array mostly are, and as the bodies one client sends to
+// one endpoint mostly are, is put in order without sorting its names or
+// checking them again: the same names sort alike and are as free of
+// duplicates and of names equal under folding, when read in the same mode.
+// So the shapes outlive a body, in the pooled work, until a body is read in
+// another mode (work.shapeMode).
 type shape struct {
 	names []shapeName // as they came
 	long  []byte      // the bytes of the names beyond 8 bytes
 	order []int32     // the index, in the order they came, of each name in sorted order
 }
+
+// shapeSlot picks the slot of work.shapes for an object at depth whose
+// names are ms: by its depth and its first name's prefix, so that the few
+// objects of a body's shape mostly keep a slot each. (An object's number
+// of names, mixed in too, made two of a payment body's five shapes share
+// a slot, and sort again in every body.)
+func shapeSlot(depth int, ms []keyRef) int {
+	h := (ms[0].pre ^ uint64(depth)<<56) * 0x9e3779b97f4a7c15
+	return int(h >> (64 - shapeBits))
+}
+
+// shapeBits is log2 of the number of shapes a work keeps.
+const shapeBits = 5
 
 // shapeName is one name of a shape: its prefix and length and, for a name
 // beyond 8 bytes, where its bytes are in the shape's long.
@@ -383,15 +392,11 @@ func (sh *shape) same(p *parser, ms []keyRef) bool {
 	return true
 }
 
-// remember makes the names ms, in the order ks sorts them, sh's; without
-// names, sh keeps only their order, and matches no object.
-func (sh *shape) remember(p *parser, ms []keyRef, ks []sortKey, names bool) {
+// remember makes the names ms, in the order ks sorts them, sh's.
+func (sh *shape) remember(p *parser, ms []keyRef, ks []sortKey) {
 	sh.names = sh.names[:0]
 	sh.long = sh.long[:0]
 	for _, m := range ms {
-		if !names {
-			break
-		}
 		s := shapeName{pre: m.pre, n: m.b - m.a}
 		if s.n > 8 {
 			s.a = int32(len(sh.long))

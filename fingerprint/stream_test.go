@@ -3,6 +3,7 @@ package fingerprint
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -53,8 +54,25 @@ func streamConfigs(tb testing.TB) []streamConfig {
 // same error, message and offset included.
 func checkStream(t *testing.T, cs []streamConfig, in []byte) {
 	t.Helper()
-	for _, c := range cs {
+	checkStreamKeeping(t, cs, in, nil)
+}
+
+// checkStreamKeeping is checkStream with, when kept is not nil, the
+// stream writer's work for each configuration kept from one call to the
+// next (kept[i] for cs[i]), as one pooled work serves body after body in
+// one mode, so that what it remembers of a body meets the next.
+func checkStreamKeeping(t *testing.T, cs []streamConfig, in []byte, kept []*work) {
+	t.Helper()
+	for i, c := range cs {
 		ws, wt := getWork(), getWork()
+		if kept != nil {
+			if kept[i] == nil {
+				kept[i] = new(work)
+			}
+			putWork(ws)
+			ws = kept[i]
+			ws.out = ws.out[:0]
+		}
 		// Something already in the buffer, as a Builder's framing is.
 		ws.out = append(ws.out, "prefix"...)
 		wt.out = append(wt.out, "prefix"...)
@@ -68,7 +86,9 @@ func checkStream(t *testing.T, cs []streamConfig, in []byte) {
 		case serr == nil && !bytes.Equal(ws.out, wt.out):
 			t.Fatalf("%s: %q:\nstream     %q\ntoken tree %q", c.name, in, ws.out, wt.out)
 		}
-		putWork(ws)
+		if kept == nil {
+			putWork(ws)
+		}
 		putWork(wt)
 	}
 }
@@ -109,8 +129,10 @@ func FuzzStream(f *testing.F) {
 	}
 	f.Add(paymentJSON(1 << 10))
 	cs := streamConfigs(f)
+	kept := make([]*work, len(cs))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		checkStream(t, cs, in)
+		checkStreamKeeping(t, cs, in, kept)
 	})
 }
 
@@ -134,5 +156,41 @@ func TestStreamMatchesTokens(t *testing.T) {
 		var b strings.Builder
 		g.write(&b, g.value(0))
 		checkStream(t, cs, []byte(b.String()))
+	}
+}
+
+// TestStreamShapesOutliveABody feeds one work body after body, as the pool
+// does, with objects whose names come in the same order as an earlier
+// body's, the same names spelled apart, and a mode that changes what those
+// names mean.
+func TestStreamShapesOutliveABody(t *testing.T) {
+	cs := streamConfigs(t)
+	kept := make([]*work, len(cs))
+	bodies := []string{
+		`{"b":1,"a":2,"A":3}`, // ambiguous only in the builder's mode
+		`{"b":1,"a":2,"A":3}`,
+		`{"b":1,"a":2,"a":3}`,
+		`{"b":1,"a":2,"\u0041":3}`,
+		`{"b":1,"a":2,"c":3}`,
+		`{"b":{"y":1,"x":2},"a":[{"y":1,"x":2},{"y":1,"x":2,"x":3}]}`,
+		`{"b":{"y":1,"x":2},"a":[{"y":1,"x":2},{"y":1,"X":2}]}`,
+		`{"name_longer_than_8":1,"name_longer_than_7":2}`,
+		`{"name_longer_than_8":1,"name_longer_than_8":2}`,
+		`{"name_longer_than_8":1,"name_longer_than_\u0038":2}`,
+	}
+	// One work for every configuration, so every mode in turn, as when
+	// two Builders and Canonicalize share the pool.
+	shared := slices.Repeat([]*work{new(work)}, len(cs))
+	for range 2 {
+		for _, b := range bodies {
+			checkStreamKeeping(t, cs, []byte(b), kept)
+			checkStreamKeeping(t, cs, []byte(b), shared)
+		}
+	}
+	g := jsonGen{rand.New(rand.NewPCG(9, 10))}
+	for range 2000 {
+		var b strings.Builder
+		g.write(&b, g.value(0))
+		checkStreamKeeping(t, cs, []byte(b.String()), kept)
 	}
 }
