@@ -58,34 +58,27 @@ func (c *call) execute() outcome {
 	s := c.s
 	c.start = time.Now()
 	c.deadline = c.start.Add(s.cfg.wait)
-	var ahead *sqlAsk
-	if s.sql != nil && s.redis != nil && s.guess.likely() && !s.health.isOff() {
-		ahead = c.askSQLAhead() // see overlap.go
+	if s.sql != nil && s.redis != nil && s.guess.likely() {
+		return c.executeOverlapped() // see overlap.go
 	}
-	if o, done := c.askRedis(); done {
-		if ahead != nil {
-			ahead.drop()
-		}
+	if o, done := c.askRedis(nil); done {
 		return o
 	}
 	if s.sql == nil {
 		return c.work(idem.TierRedis)
 	}
-	var first *sqlAnswer
-	if ahead != nil {
-		first = ahead.answer()
-	}
-	if o, done := c.askSQL(first); done {
+	if o, done := c.askSQL(nil); done {
 		return o
 	}
 	return c.work(idem.TierSQL)
 }
 
-// askRedis asks Redis first. It leaves this process's Redis claim in
+// askRedis asks Redis first. first is the answer of a Reserve sent ahead
+// (health allowed it), or nil. It leaves this process's Redis claim in
 // c.redisToken (or "" when Redis was skipped), or returns a finished
 // outcome: a replay, a mismatch, an in-flight answer, or — in Redis-only
 // mode — the outcome of deciding without Redis.
-func (c *call) askRedis() (o outcome, done bool) {
+func (c *call) askRedis(first *tierAnswer) (o outcome, done bool) {
 	s := c.s
 	if s.redis == nil {
 		return outcome{}, false
@@ -93,17 +86,20 @@ func (c *call) askRedis() (o outcome, done bool) {
 	now := c.start // one clock reading per attempt: they are not free
 	waited := false
 	for {
-		if use, _ := s.health.allow(now); !use {
-			if s.sql == nil {
-				return c.undecided(fmt.Errorf("%w: redis is switched off after repeated failures", idem.ErrUnavailable)), true
+		var a tierAnswer
+		if first != nil {
+			a, first = *first, nil
+		} else {
+			if use, _ := s.health.allow(now); !use {
+				if s.sql == nil {
+					return c.undecided(fmt.Errorf("%w: redis is switched off after repeated failures", idem.ErrUnavailable)), true
+				}
+				return outcome{}, false
 			}
-			return outcome{}, false
+			a = c.reserveRedis(now)
 		}
-		c.redisSent = now
-		redisCtx, cancel := s.redisBounds.call(c.ctx, now)
-		rec, claimed, err := s.redis.Reserve(redisCtx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
-		cancel()
-		c.tierCall(idem.TierRedis, now, err)
+		c.redisSent = a.sent
+		rec, claimed, err := a.rec, a.claimed, a.err
 		if err != nil {
 			s.redisFailed(c.ctx, c.key, err)
 			if s.sql == nil {
@@ -206,11 +202,11 @@ func (c *call) waitRedis() (idem.Record, error) {
 // ahead, or nil. It leaves this process's SQL claim in c.sqlToken, or
 // returns a finished outcome. The Redis claim, if any, is released on every
 // path that does not run fn.
-func (c *call) askSQL(first *sqlAnswer) (o outcome, done bool) {
+func (c *call) askSQL(first *tierAnswer) (o outcome, done bool) {
 	s := c.s
 	waited := false
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
-		var a sqlAnswer
+		var a tierAnswer
 		if first != nil {
 			a, first = *first, nil
 		} else {

@@ -14,19 +14,22 @@ import (
 // execution two round trips. Two things take them off the critical path:
 //
 //   - While most keys need SQL (new keys, and keys Redis reports in
-//     progress: SQL decides both), the SQL claim is sent at the same time as
-//     the Redis claim, on a goroutine of its own, and the call goes on once
-//     both have answered. SQL decides as before; Redis only supplies its
-//     claim, whose completion wakes waiters on other instances. When Redis
-//     answers on its own (a completed record: a replay or a mismatch), the
-//     SQL answer is dropped, and a claim it won is released.
+//     progress: SQL decides both), the Redis claim is sent on a goroutine
+//     of its own while the call sends its SQL claim, and the call goes on
+//     once both have answered (see executeOverlapped). SQL decides as
+//     before; Redis only supplies its claim, whose completion wakes waiters
+//     on other instances. When Redis answers on its own (a completed record:
+//     a replay or a mismatch), that answer stands as it always did, and a
+//     claim SQL granted meanwhile is released. The SQL claim goes out on the
+//     caller's goroutine: it is the one the call waits for, and a goroutine
+//     just started may wait for a processor to run on.
 //   - The result SQL accepted reaches Redis on a goroutine of its own (see
 //     publishLater): the caller is answered once SQL committed it.
 //
 // While most keys are duplicates Redis answers alone, the claims stay in
 // order (Redis, then SQL only when needed), so that a duplicate does not
-// cost the database a statement for nothing. The Store learns which case
-// holds from Redis's answers (sqlGuess).
+// cost the database a statement for nothing, nor wait for one. The Store
+// learns which case holds from Redis's answers (sqlGuess).
 
 // sqlGuess guesses whether the next call will need SQL, from the Redis
 // answers of the calls before it: a saturating count, up by one for an
@@ -64,16 +67,27 @@ func (g *sqlGuess) learn(neededSQL bool) {
 	}
 }
 
-// sqlAnswer is the answer of one SQL Reserve sent at sent.
-type sqlAnswer struct {
+// tierAnswer is the answer of one Reserve sent at sent.
+type tierAnswer struct {
 	rec     idem.Record
 	claimed bool
 	err     error
 	sent    time.Time
 }
 
+// reserveRedis sends one Redis Reserve for the call, at now.
+func (c *call) reserveRedis(now time.Time) (a tierAnswer) {
+	s := c.s
+	a.sent = now
+	ctx, cancel := s.redisBounds.call(c.ctx, now)
+	a.rec, a.claimed, a.err = s.redis.Reserve(ctx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
+	cancel()
+	c.tierCall(idem.TierRedis, now, a.err)
+	return a
+}
+
 // reserveSQL sends one SQL Reserve for the call.
-func (c *call) reserveSQL() (a sqlAnswer) {
+func (c *call) reserveSQL() (a tierAnswer) {
 	s := c.s
 	a.sent = time.Now()
 	ctx, cancel := s.sqlBounds.call(c.ctx, a.sent)
@@ -83,64 +97,46 @@ func (c *call) reserveSQL() (a sqlAnswer) {
 	return a
 }
 
-// Hand-off states of a sqlAsk.
-const (
-	askRunning int32 = iota
-	askAnswered
-	askDropped
-)
-
-// sqlAsk is an SQL Reserve sent ahead, while Redis is asked.
-type sqlAsk struct {
-	c     *call
-	done  chan struct{} // closed when ans is set
-	ans   sqlAnswer
-	state atomic.Int32 // askRunning, then askAnswered or askDropped, once
-}
-
-// askSQLAhead sends the call's SQL Reserve on a goroutine of its own, or
-// returns nil when the Store is closing.
-func (c *call) askSQLAhead() *sqlAsk {
-	if !c.s.track() {
-		return nil
-	}
-	a := &sqlAsk{c: c, done: make(chan struct{})}
-	go func() {
-		defer c.s.wg.Done()
-		a.ans = c.reserveSQL()
-		close(a.done)
-		if !a.state.CompareAndSwap(askRunning, askAnswered) {
-			a.release() // dropped while it ran: nobody else will
+// executeOverlapped is execute with both claims out at once.
+func (c *call) executeOverlapped() outcome {
+	s := c.s
+	var redis chan tierAnswer
+	if use, _ := s.health.allow(c.start); use {
+		redis = make(chan tierAnswer, 1)
+		if s.track() {
+			go func() {
+				defer s.wg.Done()
+				redis <- c.reserveRedis(c.start)
+			}()
+		} else {
+			redis <- c.reserveRedis(c.start) // closing: no goroutines; one after the other
 		}
-	}()
-	return a
-}
-
-// answer waits for the SQL answer.
-func (a *sqlAsk) answer() *sqlAnswer {
-	<-a.done
-	return &a.ans
-}
-
-// drop says the call does not need the SQL answer: Redis answered. A claim
-// SQL granted is released, here when the answer is in already, else by the
-// goroutine when it comes.
-func (a *sqlAsk) drop() {
-	if !a.state.CompareAndSwap(askRunning, askDropped) {
-		a.release()
 	}
+	sql := c.reserveSQL()
+	if redis != nil {
+		a := <-redis
+		if o, done := c.askRedis(&a); done {
+			c.dropSQL(sql)
+			return o
+		}
+	}
+	if o, done := c.askSQL(&sql); done {
+		return o
+	}
+	return c.work(idem.TierSQL)
 }
 
-// release gives up a claim the dropped answer won, so that the key is not
-// held by nobody until the lease lapses.
-func (a *sqlAsk) release() {
-	if a.ans.err != nil || !a.ans.claimed {
+// dropSQL gives up a claim SQL granted to a call that Redis answered on its
+// own (Redis holds a result SQL no longer has), so that the key is not held
+// by nobody until the lease lapses.
+func (c *call) dropSQL(a tierAnswer) {
+	if a.err != nil || !a.claimed {
 		return
 	}
-	c, s := a.c, a.c.s
+	s := c.s
 	ctx, cancel := s.sqlBounds.call(c.ctx, time.Now())
 	defer cancel()
-	if err := s.sql.Release(ctx, c.key, a.ans.rec.Token); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
+	if err := s.sql.Release(ctx, c.key, a.rec.Token); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
 		c.observe(idem.EventTierError, idem.TierSQL, 0, err)
 	}
 }
