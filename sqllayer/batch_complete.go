@@ -73,11 +73,7 @@ func (l *Layer) completeMany(ctx context.Context, cs []*completion) []completeOu
 		todo = append(todo, i)
 	}
 	slices.SortFunc(todo, func(a, b int) int { return bytes.Compare(cs[a].digest, cs[b].digest) })
-	args := make([]any, 0, 4*len(todo))
-	for _, i := range todo {
-		c := cs[i]
-		args = append(args, c.digest, c.token, c.result, c.ttl)
-	}
+	args := l.completionArgs(cs, todo)
 	q := l.bst.complete.get(len(todo))
 	done := make(map[string]bool, len(todo))
 	var err error
@@ -106,6 +102,26 @@ func (l *Layer) completeMany(ctx context.Context, cs []*completion) []completeOu
 		}
 	}
 	return out
+}
+
+// completionArgs returns the arguments of the completions idx: four
+// arrays on Postgres, else the four arguments of each in turn.
+func (l *Layer) completionArgs(cs []*completion, idx []int) []any {
+	if l.dialect != dialect.PG {
+		args := make([]any, 0, 4*len(idx))
+		for _, i := range idx {
+			c := cs[i]
+			args = append(args, c.digest, c.token, c.result, c.ttl)
+		}
+		return args
+	}
+	n := len(idx)
+	keys, tokens, results, ttls := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([]int64, n)
+	for j, i := range idx {
+		c := cs[i]
+		keys[j], tokens[j], results[j], ttls[j] = c.digest, c.token, c.result, c.ttl
+	}
+	return []any{l.byteaArg(keys), l.byteaArg(tokens), l.byteaArg(results), l.int8Arg(ttls)}
 }
 
 // completeMySQL runs the batched UPDATE, which returns no rows: when it

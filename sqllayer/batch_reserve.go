@@ -193,10 +193,11 @@ type claimTimes struct{ lease, expires time.Time }
 
 // readKeys reads the records of the claims idx, by key digest.
 func (l *Layer) readKeys(ctx context.Context, cs []*claim, idx []int) (map[string]*row, error) {
-	args := make([]any, len(idx))
+	keys := make([][]byte, len(idx))
 	for j, i := range idx {
-		args[j] = cs[i].digest
+		keys[j] = cs[i].digest
 	}
+	args := l.keyArgs(keys)
 	q := l.bst.readMany.get(len(idx))
 	var rows map[string]*row
 	err := l.retry(ctx, func() error {
@@ -219,10 +220,7 @@ func (l *Layer) readKeys(ctx context.Context, cs []*claim, idx []int) (map[strin
 // which returns no rows from an INSERT, it reads the keys back and returns
 // the rows of those it did not claim as well.
 func (l *Layer) insertKeys(ctx context.Context, cs []*claim, idx []int, tokens []string) (map[string]claimTimes, map[string]*row, error) {
-	args := make([]any, 0, 7*len(idx))
-	for _, i := range idx {
-		args = append(args, cs[i].args(tokens[i], nil)...)
-	}
+	args := l.claimArgs(cs, idx, tokens)
 	q := l.bst.claim.get(len(idx))
 	claimed := make(map[string]claimTimes, len(idx))
 	if l.dialect == dialect.MySQL {
@@ -255,6 +253,49 @@ func (l *Layer) insertKeys(ctx context.Context, cs []*claim, idx []int, tokens [
 		})
 	})
 	return claimed, nil, err
+}
+
+// keyArgs returns the arguments of a read of keys: one array on Postgres,
+// else one argument each.
+func (l *Layer) keyArgs(keys [][]byte) []any {
+	if l.dialect == dialect.PG {
+		return []any{l.byteaArg(keys)}
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	return args
+}
+
+// claimArgs returns the arguments of the claims idx, each with its token:
+// seven arrays on Postgres, else the arguments of each claim in turn.
+func (l *Layer) claimArgs(cs []*claim, idx []int, tokens []string) []any {
+	if l.dialect != dialect.PG {
+		args := make([]any, 0, 7*len(idx))
+		for _, i := range idx {
+			args = append(args, cs[i].args(tokens[i], nil)...)
+		}
+		return args
+	}
+	var (
+		n        = len(idx)
+		keys     = make([][]byte, n)
+		scopes   = make([]string, n)
+		clients  = make([]string, n)
+		fps      = make([][]byte, n)
+		toks     = make([][]byte, n)
+		leases   = make([]int64, n)
+		expiries = make([]int64, n)
+	)
+	for j, i := range idx {
+		c := cs[i]
+		keys[j], fps[j], toks[j], leases[j], expiries[j] = c.digest, c.fp, bin(tokens[i]), c.lease, c.expiry
+		scopes[j], _ = c.scope.(string)
+		clients[j], _ = c.client.(string)
+	}
+	return []any{l.byteaArg(keys), l.textArg(scopes), l.textArg(clients), l.byteaArg(fps), l.byteaArg(toks),
+		l.int8Arg(leases), l.int8Arg(expiries)}
 }
 
 // releaseOrphan releases a claim a batch won for a caller that had left,

@@ -433,3 +433,103 @@ func TestMarkProcessedBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchedCompletionOfARowChangedMeanwhile: a batched completion whose
+// row another transaction changed after the statement began (a renewal,
+// say) skips it in the batch, and its caller's own statements complete
+// it; its neighbour completes in the batch.
+func TestBatchedCompletionOfARowChangedMeanwhile(t *testing.T) {
+	b := setup(t, testenv.Postgres(t))
+	app := testenv.Name("batch")
+	bl := &backend{sql: testenv.WithApplicationName(t, b.sql, app), opts: b.opts, records: b.records}
+	l, _ := bl.layer(t, sqllayer.WithBatchSize(64))
+	admin := b.sql.Open(t)
+	c := ctx(t)
+	claim := func(name string) (idem.Key, string) {
+		k := idem.NewKey("changed", testenv.Name(name))
+		return k, reserve(c, t, l, k, "fp", time.Hour, time.Hour).Token
+	}
+	kLone, tLone := claim("lone")
+	k1, t1 := claim("one")
+	k2, t2 := claim("two")
+	// hold changes k's row in a transaction of its own, as a renewal
+	// would, and returns the commit.
+	hold := func(k idem.Key) func() {
+		tx := must.Get(admin.BeginTx(c, nil))(t)
+		d := k.Digest()
+		if _, err := tx.ExecContext(c, "UPDATE "+b.records+" SET lease_until = lease_until + interval '1 second' WHERE key_digest = ?", d[:]); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := tx.Commit(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	commitLone := hold(kLone)
+	lone := make(chan error, 1)
+	go func() { lone <- l.Complete(c, kLone, tLone, []byte("lone"), time.Hour) }()
+	inFlight(t, l, 1, 0)
+	commit1 := hold(k1)
+	errs := make(chan error, 2)
+	go func() { errs <- l.Complete(c, k1, t1, []byte("one"), time.Hour) }()
+	go func() { errs <- l.Complete(c, k2, t2, []byte("two"), time.Hour) }()
+	inFlight(t, l, 1, 2)
+	_, _, before := sqllayer.BatchState(l)
+	commitLone()
+	if err := <-lone; err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitPostgresLockWait(t, admin, app, time.Minute) // the batch waits for k1's row
+	commit1()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("Complete: %v", err)
+		}
+	}
+	if _, _, after := sqllayer.BatchState(l); after[1]-before[1] != 2 {
+		t.Errorf("%d completions went out in a batch, want 2", after[1]-before[1])
+	}
+	for k, want := range map[idem.Key]string{kLone: "lone", k1: "one", k2: "two"} {
+		if r, err := l.Get(c, k); err != nil || !r.Completed() || string(r.Result) != want {
+			t.Errorf("after the batch: %+v %v, want completed with %q", r, err, want)
+		}
+	}
+}
+
+// TestMarkProcessedBatchWaitsForAConcurrentMark: an event another
+// transaction marked and had not committed when the batch's INSERT met it
+// is a duplicate once that transaction commits, although the batch's
+// snapshot cannot see its row; the batch's other events are new.
+func TestMarkProcessedBatchWaitsForAConcurrentMark(t *testing.T) {
+	b := setup(t, testenv.Postgres(t))
+	app := testenv.Name("mark")
+	bl := &backend{sql: testenv.WithApplicationName(t, b.sql, app), opts: b.opts, records: b.records}
+	l, db := bl.layer(t)
+	other, otherDB := b.layer(t)
+	admin := b.sql.Open(t)
+	c := ctx(t)
+	consumer := testenv.Name("consumer")
+	first := must.Get(otherDB.BeginTx(c, nil))(t)
+	defer func() { _ = first.Rollback() }()
+	if dup, err := other.MarkProcessed(c, first, consumer, "x"); err != nil || dup {
+		t.Fatalf("the first mark: %v %v", dup, err)
+	}
+	got := make(chan []bool, 1)
+	go func() {
+		tx := must.Get(db.BeginTx(c, nil))(t)
+		defer func() { _ = tx.Rollback() }()
+		dups, err := l.MarkProcessedBatch(c, tx, consumer, []string{"y", "x", "z"})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- dups
+	}()
+	testenv.WaitPostgresLockWait(t, admin, app, time.Minute)
+	if err := first.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if dups := <-got; fmt.Sprint(dups) != "[false true false]" {
+		t.Errorf("the batch after the concurrent mark committed: %v, want [false true false]", dups)
+	}
+}

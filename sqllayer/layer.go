@@ -37,6 +37,7 @@ type Layer struct {
 	dialect dialect.Name
 	sqlite  bool
 	native  bool // statements go to the driver beneath bun, with $N arguments
+	slices  bool // Postgres: the driver binds Go slices as arrays (pgx)
 	order   idem.ReserveOrder
 	seen    mix.Existing // the share of Reserve calls that found their key taken
 	st      stmts
@@ -91,6 +92,7 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 		switch l.dialect {
 		case dialect.PG:
 			st, l.native, l.resolution = pgStmts, true, time.Microsecond
+			l.slices = bindsSlices(db.DB)
 		case dialect.SQLite:
 			st, l.native, l.sqlite, l.resolution = sqliteStmts, true, true, time.Millisecond
 		case dialect.MySQL:
