@@ -434,6 +434,86 @@ func TestMarkProcessedBatch(t *testing.T) {
 	})
 }
 
+// TestBatchedManyInFlight: with batches of 2, the calls of 24 goroutines
+// per Layer queue full batches faster than one statement carries them, so
+// that several statements of a kind are in flight on a Layer at once.
+// Three Layers over pools of their own share the tables, and every key is
+// asked for by two goroutines of different Layers: each key is claimed
+// once and completed by its claimant, and the other sees the claim or the
+// result.
+func TestBatchedManyInFlight(t *testing.T) {
+	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
+		b := setup(t, s)
+		b.conns = 8
+		const layers, perLayer = 3, 24
+		perG := 12
+		if !b.sql.Real {
+			perG = 3 // SQLite is Go code, which the race detector slows tenfold
+		}
+		ls := make([]*sqllayer.Layer, layers)
+		for i := range ls {
+			ls[i], _ = b.layer(t, sqllayer.WithBatchSize(2))
+		}
+		prefix := testenv.Name("inflight")
+		goroutines := layers * perLayer
+		claims := make([]int, goroutines/2*perG)
+		var mu sync.Mutex
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				<-start
+				l := ls[g%layers]
+				for i := range perG {
+					n := (g/2)*perG + i // goroutines 2j and 2j+1 share keys, on different Layers
+					k := idem.NewKey(prefix, fmt.Sprint(n))
+					r, claimed, err := l.Reserve(ctx(t), k, "fp", time.Hour, time.Hour)
+					if err != nil {
+						t.Errorf("Reserve: %v", err)
+						return
+					}
+					if !claimed {
+						if r.Token != "" || (r.State != idem.StateInProgress && !r.Completed()) {
+							t.Errorf("a duplicate saw %+v", r)
+						}
+						continue
+					}
+					mu.Lock()
+					claims[n]++
+					mu.Unlock()
+					if err := l.Complete(ctx(t), k, r.Token, []byte(fmt.Sprint(n)), time.Hour); err != nil {
+						t.Errorf("Complete: %v", err)
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		for n, c := range claims {
+			if c != 1 {
+				t.Fatalf("key %d claimed %d times", n, c)
+			}
+			r, err := ls[0].Get(ctx(t), idem.NewKey(prefix, fmt.Sprint(n)))
+			if err != nil || !r.Completed() || string(r.Result) != fmt.Sprint(n) {
+				t.Fatalf("key %d: %+v %v, want completed with its number", n, r, err)
+			}
+		}
+		peak := 0
+		for _, l := range ls {
+			p := sqllayer.BatchPeak(l)
+			peak = max(peak, p[0], p[1])
+			until(t, "the batchers to go idle", func() bool {
+				busy, queued, _ := sqllayer.BatchState(l)
+				return !busy[0] && !busy[1] && queued[0]+queued[1] == 0
+			})
+		}
+		if b.sql.Real && peak < 2 {
+			t.Errorf("at most %d statement of a kind was in flight at once, want several", peak)
+		}
+		t.Logf("at most %d statements of a kind in flight at once", peak)
+	})
+}
+
 // TestBatchedCompletionOfARowChangedMeanwhile: a batched completion whose
 // row another transaction changed after the statement began (a renewal,
 // say) skips it in the batch, and its caller's own statements complete

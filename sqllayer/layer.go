@@ -112,9 +112,9 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 	l.st = st.build(l.names, l.native)
 	l.bst = newBatchStmts(l.dialect, l.names, l.native)
 	if l.batchSize > 1 {
-		l.claims = &batcher[*claim, claimOut]{max: l.batchSize, run: l.reserveMany, orphan: l.releaseOrphan,
+		l.claims = &batcher[*claim, claimOut]{max: l.batchSize, slots: batchSlots, run: l.reserveMany, orphan: l.releaseOrphan,
 			weight: func(*claim) int { return 0 }}
-		l.completions = &batcher[*completion, completeOut]{max: l.batchSize, run: l.completeMany,
+		l.completions = &batcher[*completion, completeOut]{max: l.batchSize, slots: batchSlots, run: l.completeMany,
 			weight: func(c *completion) int { return len(c.result) }}
 	}
 	var err error
