@@ -3,6 +3,7 @@ package sqllayer
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -39,9 +40,14 @@ const (
 // kind in flight on this Layer goes out at once, alone, with the statements
 // it would run unbatched. Calls that arrive while one is in flight queue,
 // and go out together in the next statement as soon as it returns: no
-// timer ever holds a call back. When n calls are queued before that, they
-// go out at once in a statement of their own, up to 4 statements of a
-// kind in flight on the Layer. Each call's answer is the one it would
+// timer ever holds a call back (the goroutine that sends the next
+// statement yields to the scheduler first, while callers it just answered
+// keep queueing, so that a Complete that follows its Reserve at once joins
+// the next statement). When n calls are queued before that, they go out at
+// once in a statement of their own, up to 4 statements of a kind in flight
+// on the Layer. On Postgres, claims and completions are one kind: those
+// that queue together go out in one statement, one transaction, so that
+// they share one commit. Each call's answer is the one it would
 // have had alone: a key the batch cannot decide (a lapsed lease in its
 // grace or ready to be taken over, a record released meanwhile, the same
 // key twice in one batch, a completion whose token no longer matches) is
@@ -72,7 +78,8 @@ func WithBatchSize(n int) Option {
 // own goroutine and context. Otherwise it queues. When a statement
 // returns, whoever ran it hands what queued meanwhile to a flusher
 // goroutine, which runs batches in that statement's slot until the queue
-// is empty and then frees the slot. When a full batch (max calls) is
+// is empty and then frees the slot; after each batch it yields while
+// callers keep queueing (gather). When a full batch (max calls) is
 // queued and fewer than slots statements are in flight, another flusher
 // takes it at once, so that a burst larger than one statement carries does
 // not wait for the statements ahead of it. The flushers are owned by the
@@ -227,7 +234,29 @@ func (b *batcher[In, Out]) takeLocked() ([]*member[In, Out], *batchRun) {
 func (b *batcher[In, Out]) flush(ms []*member[In, Out], r *batchRun) {
 	for ms != nil {
 		b.runOne(ms, r)
+		b.gather()
 		ms, r = b.take()
+	}
+}
+
+// gather yields to the scheduler, again while callers keep queueing, up to
+// 4 times. The callers a batch just answered often call again at once
+// (Complete after Reserve): they run while the flusher yields, and queue
+// for its next statement, where without the yield the flusher would send
+// what queued so far and leave the rest to wait for that statement. With
+// nothing else to run a yield returns at once.
+func (b *batcher[In, Out]) gather() {
+	for range 4 {
+		b.mu.Lock()
+		n := len(b.queue)
+		b.mu.Unlock()
+		runtime.Gosched()
+		b.mu.Lock()
+		grew := len(b.queue) > n
+		b.mu.Unlock()
+		if !grew {
+			return
+		}
 	}
 }
 

@@ -239,9 +239,18 @@ func TestBatcherFullBatchesTakeSpareSlots(t *testing.T) {
 	if m := most.Load(); m > 2 {
 		t.Errorf("%d batches ran at once, want at most the 2 slots", m)
 	}
-	g.b.mu.Lock()
-	defer g.b.mu.Unlock()
-	if g.b.inflight != 0 || g.b.peak != 2 {
-		t.Errorf("after the calls: %d statements in flight, peak %d; want 0 and 2", g.b.inflight, g.b.peak)
+	for {
+		busy, queued, _, peak := g.b.state()
+		if !busy && queued == 0 {
+			if peak != 2 {
+				t.Errorf("at most %d statements were in flight at once, want 2", peak)
+			}
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the batcher did not go idle")
+		case <-time.After(time.Millisecond):
+		}
 	}
 }

@@ -1,5 +1,10 @@
 package sqllayer
 
+import (
+	"regexp"
+	"strconv"
+)
+
 // Postgres batched statements (see batch_stmt.go). Each column of a batch
 // is one array argument; unnest turns the arrays back into rows, in array
 // order, so that the keys are locked in the order the caller sorted them.
@@ -73,3 +78,24 @@ USING (SELECT x.id FROM unnest((SELECT ?1::text[])) AS v(id),
 	LATERAL (SELECT ctid AS id FROM {E}
 		WHERE consumer = ?0::text AND event_id = v.id AND expires_at <= clock_timestamp() OFFSET 0) x) w
 WHERE e.ctid = w.id`
+
+// pgClaimAndComplete is pgClaimMany and pgCompleteMany in one statement,
+// the completions' arguments after the claims': it returns true with each
+// key it claimed, with its lease and expiry, and false with each key it
+// completed. The two parts touch different rows: a completion's row was
+// claimed, and committed, before its owner could complete it.
+func pgClaimAndComplete() string {
+	return "WITH ins AS (\n" + pgClaimMany + "\n), upd AS (\n" + shift(pgCompleteMany, 7) + "\n)\n" +
+		"SELECT true, key_digest, lease_until, expires_at FROM ins\n" +
+		"UNION ALL\nSELECT false, key_digest, NULL, NULL FROM upd"
+}
+
+var placeholder = regexp.MustCompile(`\?(\d+)`)
+
+// shift renumbers the placeholders ?N of q as ?N+by.
+func shift(q string, by int) string {
+	return placeholder.ReplaceAllStringFunc(q, func(p string) string {
+		n, _ := strconv.Atoi(p[1:])
+		return "?" + strconv.Itoa(n+by)
+	})
+}

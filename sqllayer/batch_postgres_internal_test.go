@@ -93,7 +93,7 @@ func TestPostgresBatchPlansLookUpEachKey(t *testing.T) {
 	dollar := regexp.MustCompile(`\$(\d+)`)
 	for name, q := range map[string]string{
 		"readMany": l.bst.readMany.get(8), "complete": l.bst.complete.get(8),
-		"mark": l.bst.mark.get(8), "revive": l.bst.revive.get(8),
+		"mark": l.bst.mark.get(8), "revive": l.bst.revive.get(8), "claimAndComplete": l.bst.claimAndComplete.get(8),
 	} {
 		params := 0
 		for _, m := range dollar.FindAllStringSubmatch(q, -1) {

@@ -82,6 +82,8 @@ type batchStmts struct {
 	mark      *stmtCache // events: ?0 consumer, ?1 retention, then n event IDs (Postgres: an array)
 	marked    *stmtCache // events (SQLite, MySQL): event_id and whether it expired, for ?0 and n IDs
 	revive    *stmtCache // events: delete the expired rows of ?0 among n IDs
+
+	claimAndComplete *stmtCache // Postgres: claims (?0…?6) and completions (?7…?10) in one statement
 }
 
 // writeRow writes one parenthesised row of width placeholders from ?first,
@@ -132,6 +134,7 @@ func newBatchStmts(d dialect.Name, n names, native bool) batchStmts {
 		b.complete = fixed(pgCompleteMany)
 		b.mark = fixed(pgMarkMany)
 		b.revive = fixed(pgReviveMany)
+		b.claimAndComplete = fixed(pgClaimAndComplete())
 	case dialect.SQLite:
 		b.claim = mk(func(n int) string {
 			var s strings.Builder

@@ -613,3 +613,89 @@ func TestMarkProcessedBatchWaitsForAConcurrentMark(t *testing.T) {
 		t.Errorf("the batch after the concurrent mark committed: %v, want [false true false]", dups)
 	}
 }
+
+// TestBatchedClaimsAndCompletionsTogether: claims and completions queued
+// behind a statement go out together (on Postgres in one statement; on
+// the others each kind has its own batches), and each gets the answer it
+// would have had alone.
+func TestBatchedClaimsAndCompletionsTogether(t *testing.T) {
+	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
+		b := setup(t, s)
+		l, _ := b.layer(t, sqllayer.WithBatchSize(64))
+		c := ctx(t)
+		key := func(name string) idem.Key { return idem.NewKey("together", testenv.Name(name)) }
+		kLone, kNew, kDone, kOwned, kLost, kSame := key("lone"), key("new"), key("done"), key("owned"), key("lost"), key("same")
+		rec := reserve(c, t, l, kDone, "fp", time.Hour, time.Hour)
+		if err := l.Complete(c, kDone, rec.Token, []byte("stored"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		owned := reserve(c, t, l, kOwned, "fp", time.Hour, time.Hour)
+		reserve(c, t, l, kLost, "fp", time.Hour, time.Hour)
+		same := reserve(c, t, l, kSame, "fp", time.Hour, time.Hour)
+
+		open := gate(t, b)
+		lone := make(chan error, 1)
+		go func() { _, _, err := l.Reserve(c, kLone, "fp", time.Hour, time.Hour); lone <- err }()
+		inFlight(t, l, 0, 0)
+		var (
+			wg                sync.WaitGroup
+			newAns, doneAns   claimAnswer
+			sameAns           claimAnswer
+			ownedErr, lostErr error
+			sameErr           error
+		)
+		wg.Go(func() { r, ok, err := l.Reserve(c, kNew, "fp", time.Hour, time.Hour); newAns = claimAnswer{r, ok, err} })
+		wg.Go(func() {
+			r, ok, err := l.Reserve(c, kDone, "fp", time.Hour, time.Hour)
+			doneAns = claimAnswer{r, ok, err}
+		})
+		wg.Go(func() { ownedErr = l.Complete(c, kOwned, owned.Token, []byte("owned"), time.Hour) })
+		wg.Go(func() { lostErr = l.Complete(c, kLost, idem.NewToken(), []byte("thief"), time.Hour) })
+		// A claim and the completion of one key, in one batch.
+		wg.Go(func() {
+			r, ok, err := l.Reserve(c, kSame, "fp", time.Hour, time.Hour)
+			sameAns = claimAnswer{r, ok, err}
+		})
+		wg.Go(func() { sameErr = l.Complete(c, kSame, same.Token, []byte("same"), time.Hour) })
+		until(t, "the calls to queue", func() bool {
+			busy, queued, _ := sqllayer.BatchState(l)
+			if s.Kind == "postgres" { // one batcher for both
+				return queued[0] == 6
+			}
+			// A batcher each: one completion went out alone, behind the gate.
+			return queued[0] == 3 && busy[1] && queued[1] == 2
+		})
+		open()
+		wg.Wait()
+		if err := <-lone; err != nil {
+			t.Fatal(err)
+		}
+		if newAns.err != nil || !newAns.claimed || newAns.rec.Token == "" {
+			t.Errorf("new key: %+v", newAns)
+		}
+		if doneAns.err != nil || doneAns.claimed || !doneAns.rec.Completed() || string(doneAns.rec.Result) != "stored" {
+			t.Errorf("completed key: %+v", doneAns)
+		}
+		if ownedErr != nil {
+			t.Errorf("the owner's completion: %v", ownedErr)
+		}
+		if !errors.Is(lostErr, idem.ErrLeaseLost) {
+			t.Errorf("a completion with another token: %v, want ErrLeaseLost", lostErr)
+		}
+		if sameErr != nil {
+			t.Errorf("the completion next to a claim of its key: %v", sameErr)
+		}
+		if sameAns.err != nil || sameAns.claimed || sameAns.rec.Token != "" ||
+			(sameAns.rec.State != idem.StateInProgress && !sameAns.rec.Completed()) {
+			t.Errorf("the claim next to a completion of its key: %+v", sameAns)
+		}
+		for k, want := range map[idem.Key]string{kOwned: "owned", kSame: "same", kDone: "stored"} {
+			if r, err := l.Get(c, k); err != nil || !r.Completed() || string(r.Result) != want {
+				t.Errorf("after the batch: %+v %v, want completed with %q", r, err, want)
+			}
+		}
+		if r, err := l.Get(c, kLost); err != nil || r.State != idem.StateInProgress {
+			t.Errorf("a refused completion changed the record: %+v %v", r, err)
+		}
+	})
+}

@@ -108,10 +108,12 @@
 // With WithBatchSize, Reserve and Complete calls that arrive while a
 // statement of their kind is in flight on the Layer go out together in the
 // next one (group commit): a call that finds nothing in flight is sent at
-// once, alone, and no timer holds a call back. Each caller's answer is the
-// one it would have had alone (see WithBatchSize). A flusher goroutine runs the queued batches and ends
-// when the queue is empty. MarkProcessedBatch is the explicit batch API of
-// consumers that receive events in batches.
+// once, alone, and no timer holds a call back. On Postgres claims and
+// completions batch together, in one statement and one commit. Each
+// caller's answer is the one it would have had alone (see WithBatchSize).
+// Flusher goroutines run the queued batches and end when the queue is
+// empty. MarkProcessedBatch is the explicit batch API of consumers that
+// receive events in batches.
 //
 // # Transactions of the caller
 //

@@ -56,8 +56,9 @@ type Layer struct {
 	// batchSize is the most calls one batched statement carries; 0: off.
 	batchSize   int
 	bst         batchStmts
-	claims      *batcher[*claim, claimOut]         // nil when batching is off
-	completions *batcher[*completion, completeOut] // nil when batching is off
+	claims      *batcher[*claim, claimOut]         // nil when batching is off, and on Postgres
+	completions *batcher[*completion, completeOut] // nil when batching is off, and on Postgres
+	writes      *batcher[*writeOp, writeOut]       // Postgres: claims and completions together; nil when off
 }
 
 // New returns a Layer over db, whose dialect (pgdialect, mysqldialect or
@@ -111,7 +112,11 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 	}
 	l.st = st.build(l.names, l.native)
 	l.bst = newBatchStmts(l.dialect, l.names, l.native)
-	if l.batchSize > 1 {
+	switch {
+	case l.batchSize > 1 && l.dialect == dialect.PG:
+		l.writes = &batcher[*writeOp, writeOut]{max: l.batchSize, slots: batchSlots, run: l.writeMany, orphan: l.orphanWrite,
+			weight: (*writeOp).weight}
+	case l.batchSize > 1:
 		l.claims = &batcher[*claim, claimOut]{max: l.batchSize, slots: batchSlots, run: l.reserveMany, orphan: l.releaseOrphan,
 			weight: func(*claim) int { return 0 }}
 		l.completions = &batcher[*completion, completeOut]{max: l.batchSize, slots: batchSlots, run: l.completeMany,
