@@ -200,6 +200,9 @@ func (b *batcher[In, Out]) take() ([]*member[In, Out], *batchRun) {
 // takeLocked removes the next batch from the queue, skipping callers that
 // left; nil when nobody waits. b.mu is held.
 func (b *batcher[In, Out]) takeLocked() ([]*member[In, Out], *batchRun) {
+	if len(b.queue) == 0 {
+		return nil, nil
+	}
 	var (
 		ms     []*member[In, Out]
 		weight int
