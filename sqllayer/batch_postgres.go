@@ -32,8 +32,7 @@ RETURNING key_digest, lease_until, expires_at`
 
 // pgReadMany reads the records of the keys ?0, as the read statement does
 // one, with the key first.
-const pgReadMany = `SELECT r.key_digest, false, r.fingerprint, r.state, r.token, r.result, r.lease_until, r.expires_at,
-	` + pgLeft + `, r.lease_until <= c.now
+const pgReadMany = `SELECT r.key_digest, r.fingerprint, r.state, r.token, r.result, r.lease_until, r.expires_at, c.now
 FROM unnest((SELECT ?0::bytea[])) AS v(k), (SELECT clock_timestamp() AS now) c,
 	LATERAL (SELECT * FROM {R} WHERE key_digest = v.k OFFSET 0) r`
 

@@ -239,9 +239,18 @@ func (l *Layer) readKeys(ctx context.Context, cs []*claim, idx []int) (map[strin
 		return queryEach(ctx, l.pool(), q, args, func(scan func(...any) error) error {
 			var key []byte
 			r := l.newRow()
-			if err := scan(append([]any{&key}, r.dest()...)...); err != nil {
+			if l.dialect != dialect.PG {
+				if err := scan(append([]any{&key}, r.dest()...)...); err != nil {
+					return err
+				}
+				rows[string(key)] = &r
+				return nil
+			}
+			now := l.newRow().expiresAt
+			if err := scan(append([]any{&key}, r.destAt(&now)...)...); err != nil {
 				return err
 			}
+			r.at(now.t)
 			rows[string(key)] = &r
 			return nil
 		})
