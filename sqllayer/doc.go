@@ -170,7 +170,10 @@
 // statement once per connection and runs it in one round trip with binary
 // arguments, where bun's formatting would inline arguments into a new text
 // that pgx's default mode prepares anew every time. bun's query hooks
-// therefore do not see these statements; use WithObserver. On MySQL bun
+// therefore do not see these statements; use WithObserver. Batched
+// statements on Postgres carry each column as one array argument: pgx's
+// driver binds Go slices as arrays, other drivers get the arrays' text
+// form (found by the driver's package, without importing it). On MySQL bun
 // formats the arguments into the text (bytes as hexadecimal literals), which
 // the server runs in one round trip; go-sql-driver/mysql would otherwise
 // prepare, execute and close each statement unless the DSN sets
