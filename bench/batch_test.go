@@ -18,7 +18,8 @@ import (
 // the same pool and table.
 //
 //	op=new        baseline:  INSERT … ON CONFLICT DO NOTHING, then UPDATE … WHERE key AND token
-//	              idem:      Reserve + Complete of a fresh key, WithBatchSize(64)
+//	              idem:      Reserve + Complete of a fresh key, WithBatchSize(64) (on
+//	                         Postgres claims and completions share statements)
 //	              unbatched: the same without batching (the default)
 //	op=duplicate  baseline:  SELECT of the row by primary key
 //	              idem:      Reserve on a completed key, batching on
@@ -32,6 +33,12 @@ func BenchmarkSQLBatch(b *testing.B) {
 	events, versions := testenv.Name("e"), testenv.Name("v")
 	opts := tableOpts(table, events, versions)
 	l := must.Get(sqllayer.New(db, append(opts, sqllayer.WithBatchSize(64))...))(b)
+	// Registered after dbFor's, so run before it closes the pool.
+	b.Cleanup(func() {
+		for _, t := range []string{events, versions} {
+			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+t)
+		}
+	})
 	if err := l.Init(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func (l *Layer) completeKey(ctx context.Context, key idem.Key, token string, res
 	alone := func() completeOut {
 		return completeOut{err: l.retry(ctx, func() error { return l.complete(ctx, l.pool(), key, token, result, ttl) })}
 	}
-	if l.completions == nil || len(result) > maxBatchResult {
+	if (l.completions == nil && l.writes == nil) || len(result) > maxBatchResult {
 		return alone().err
 	}
 	if result == nil {
@@ -43,7 +43,17 @@ func (l *Layer) completeKey(ctx context.Context, key idem.Key, token string, res
 	}
 	d := key.Digest()
 	c := &completion{key: key, digest: d[:], token: bin(token), result: result, ttl: micros(ttl)}
-	out, ok := l.completions.do(ctx, c, alone)
+	var (
+		out completeOut
+		ok  bool
+	)
+	if l.writes != nil {
+		var w writeOut
+		w, ok = l.writes.do(ctx, &writeOp{comp: c}, func() writeOut { return writeOut{comp: alone()} })
+		out = w.comp
+	} else {
+		out, ok = l.completions.do(ctx, c, alone)
+	}
 	switch {
 	case !ok:
 		return ctx.Err()
@@ -57,55 +67,96 @@ func (l *Layer) completeKey(ctx context.Context, key idem.Key, token string, res
 // UPDATE on each key's token. A key it did not complete, and a key that
 // appears twice, is left to its caller's own statements.
 func (l *Layer) completeMany(ctx context.Context, cs []*completion) []completeOut {
-	out := make([]completeOut, len(cs))
 	if len(cs) == 1 {
-		out[0].again = true
-		return out
+		return []completeOut{{again: true}}
 	}
-	todo := make([]int, 0, len(cs))
+	b := startCompletions(cs)
+	if len(b.todo) > 0 {
+		done, err := l.completeKeys(ctx, b)
+		l.finishCompletions(ctx, b, done, err)
+	}
+	return b.out
+}
+
+// completionBatch is a batch of completions between its statements.
+type completionBatch struct {
+	cs   []*completion
+	out  []completeOut
+	todo []int // the completions the UPDATE carries, in key order
+}
+
+// startCompletions prepares a batch of completions for its UPDATE: each
+// key once, in key order, so that concurrent batches take their keys'
+// locks in one order; a repeat is left to its caller.
+func startCompletions(cs []*completion) *completionBatch {
+	b := &completionBatch{cs: cs, out: make([]completeOut, len(cs)), todo: make([]int, 0, len(cs))}
 	seen := make(map[string]bool, len(cs))
 	for i, c := range cs {
 		if seen[string(c.digest)] {
-			out[i].again = true
+			b.out[i].again = true
 			continue
 		}
 		seen[string(c.digest)] = true
-		todo = append(todo, i)
+		b.todo = append(b.todo, i)
 	}
-	slices.SortFunc(todo, func(a, b int) int { return bytes.Compare(cs[a].digest, cs[b].digest) })
-	args := make([]any, 0, 4*len(todo))
-	for _, i := range todo {
-		c := cs[i]
-		args = append(args, c.digest, c.token, c.result, c.ttl)
-	}
-	q := l.bst.complete.get(len(todo))
-	done := make(map[string]bool, len(todo))
-	var err error
+	slices.SortFunc(b.todo, func(x, y int) int { return bytes.Compare(cs[x].digest, cs[y].digest) })
+	return b
+}
+
+// completeKeys runs the batch's UPDATE and returns the keys it completed.
+func (l *Layer) completeKeys(ctx context.Context, b *completionBatch) (map[string]bool, error) {
+	args := l.completionArgs(b.cs, b.todo)
+	q := l.bst.complete.get(len(b.todo))
+	done := make(map[string]bool, len(b.todo))
 	if l.dialect == dialect.MySQL {
-		err = l.completeMySQL(ctx, cs, todo, q, args, done)
-	} else {
-		err = l.retry(ctx, func() error {
-			clear(done)
-			return queryEach(ctx, l.pool(), q, args, func(scan func(...any) error) error {
-				var key []byte
-				if err := scan(&key); err != nil {
-					return err
-				}
-				done[string(key)] = true
-				return nil
-			})
+		return done, l.completeMySQL(ctx, b.cs, b.todo, q, args, done)
+	}
+	return done, l.retry(ctx, func() error {
+		clear(done)
+		return queryEach(ctx, l.pool(), q, args, func(scan func(...any) error) error {
+			var key []byte
+			if err := scan(&key); err != nil {
+				return err
+			}
+			done[string(key)] = true
+			return nil
 		})
-	}
+	})
+}
+
+// finishCompletions answers the completions the UPDATE carried, from the
+// keys it completed or its error: a key it did not complete is left to its
+// caller's own statements.
+func (l *Layer) finishCompletions(ctx context.Context, b *completionBatch, done map[string]bool, err error) {
 	if err != nil {
-		l.failed(ctx, "complete", err, todo, func(i int, err error) { out[i].err = err }, func(i int) { out[i].again = true })
-		return out
+		l.failed(ctx, "complete", err, b.todo, func(i int, err error) { b.out[i].err = err }, func(i int) { b.out[i].again = true })
+		return
 	}
-	for _, i := range todo {
-		if !done[string(cs[i].digest)] {
-			out[i].again = true
+	for _, i := range b.todo {
+		if !done[string(b.cs[i].digest)] {
+			b.out[i].again = true
 		}
 	}
-	return out
+}
+
+// completionArgs returns the arguments of the completions idx: four
+// arrays on Postgres, else the four arguments of each in turn.
+func (l *Layer) completionArgs(cs []*completion, idx []int) []any {
+	if l.dialect != dialect.PG {
+		args := make([]any, 0, 4*len(idx))
+		for _, i := range idx {
+			c := cs[i]
+			args = append(args, c.digest, c.token, c.result, c.ttl)
+		}
+		return args
+	}
+	n := len(idx)
+	keys, tokens, results, ttls := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([]int64, n)
+	for j, i := range idx {
+		c := cs[i]
+		keys[j], tokens[j], results[j], ttls[j] = c.digest, c.token, c.result, c.ttl
+	}
+	return []any{l.byteaArg(keys), l.byteaArg(tokens), l.byteaArg(results), l.int8Arg(ttls)}
 }
 
 // completeMySQL runs the batched UPDATE, which returns no rows: when it

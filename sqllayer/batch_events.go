@@ -2,6 +2,7 @@ package sqllayer
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/uptrace/bun"
@@ -21,12 +22,13 @@ const MaxEventBatch = 500
 // the others commit or roll back with tx.
 //
 // It runs one multi-row INSERT per MaxEventBatch IDs that tolerates only
-// the duplicate key (ON CONFLICT DO NOTHING … RETURNING on Postgres and
-// SQLite; on MySQL a plain INSERT, and only when it reports a duplicate,
-// a read of which IDs exist). Duplicates cost one more read, which asks
-// whether their rows have expired: an expired row is deleted and inserted
-// again, as MarkProcessed does. It never aborts tx on a duplicate and
-// retries nothing inside tx: a deadlock gives ErrConflict.
+// the duplicate key (ON CONFLICT DO NOTHING on Postgres and SQLite; on
+// MySQL a plain INSERT, and only when it reports a duplicate, a read of
+// which IDs exist). On Postgres that one statement also reads whether the
+// rows of the duplicates have expired; elsewhere duplicates cost one more
+// read to ask it. An expired row is deleted and inserted again, as
+// MarkProcessed does. It never aborts tx on a duplicate and retries
+// nothing inside tx: a deadlock gives ErrConflict.
 //
 // consumer and every ID are validated as MarkProcessed validates them
 // (UTF-8 text of 1 to 255 bytes); one invalid ID fails the call before
@@ -89,15 +91,9 @@ func (l *Layer) markMany(ctx context.Context, q querier, consumer string, ids []
 	for j := range ids {
 		idx[j] = j
 	}
-	fresh, err := l.insertEvents(ctx, q, consumer, ids, idx)
+	taken, err := l.insertEvents(ctx, q, consumer, ids, idx)
 	if err != nil {
 		return nil, err
-	}
-	var taken []int
-	for _, j := range idx {
-		if !fresh[ids[j]] {
-			taken = append(taken, j)
-		}
 	}
 	if len(taken) == 0 {
 		return dup, nil
@@ -105,15 +101,13 @@ func (l *Layer) markMany(ctx context.Context, q querier, consumer string, ids []
 	// The rows exist. Expired ones are absent: delete them and insert them
 	// again, in this same transaction. A row this transaction's snapshot
 	// cannot see committed after it began: it is live.
-	expired, err := l.expiredEvents(ctx, q, consumer, ids, taken)
-	if err != nil {
-		return nil, err
-	}
 	var revive []int
-	for _, j := range taken {
-		if expired[ids[j]] {
+	for _, j := range idx {
+		switch exp, ok := taken[ids[j]]; {
+		case !ok:
+		case exp.Valid && exp.Bool:
 			revive = append(revive, j)
-		} else {
+		default:
 			dup[j] = true
 		}
 	}
@@ -123,29 +117,62 @@ func (l *Layer) markMany(ctx context.Context, q querier, consumer string, ids []
 	if _, err := affected(ctx, q, l.bst.revive.get(len(revive)), l.eventArgs(consumer, nil, ids, revive)...); err != nil {
 		return nil, err
 	}
-	if fresh, err = l.insertEvents(ctx, q, consumer, ids, revive); err != nil {
+	if taken, err = l.insertEvents(ctx, q, consumer, ids, revive); err != nil {
 		return nil, err
 	}
 	for _, j := range revive {
-		dup[j] = !fresh[ids[j]]
+		_, dup[j] = taken[ids[j]]
 	}
 	return dup, nil
 }
 
 // insertEvents inserts the IDs idx where they are free (Postgres, SQLite)
-// and returns those it inserted.
-func (l *Layer) insertEvents(ctx context.Context, q querier, consumer string, ids []string, idx []int) (map[string]bool, error) {
-	fresh := make(map[string]bool, len(idx))
-	err := queryEach(ctx, q, l.bst.mark.get(len(idx)), l.eventArgs(consumer, micros(l.eventTTL), ids, idx),
-		func(scan func(...any) error) error {
-			var id []byte
-			if err := scan(&id); err != nil {
+// and returns those it did not insert, each with whether the row that
+// holds it expired; invalid when this transaction cannot see that row,
+// which then committed after its snapshot was taken (a live duplicate).
+// On Postgres one statement does both; on SQLite a read follows the
+// INSERT when it did not insert every ID.
+func (l *Layer) insertEvents(ctx context.Context, q querier, consumer string, ids []string, idx []int) (map[string]sql.NullBool, error) {
+	args := l.eventArgs(consumer, micros(l.eventTTL), ids, idx)
+	taken := map[string]sql.NullBool{}
+	if l.dialect == dialect.PG {
+		err := queryEach(ctx, q, l.bst.mark.get(len(idx)), args, func(scan func(...any) error) error {
+			var (
+				id  []byte
+				exp sql.NullBool
+			)
+			if err := scan(&id, &exp); err != nil {
 				return err
 			}
-			fresh[string(id)] = true
+			taken[string(id)] = exp
 			return nil
 		})
-	return fresh, err
+		return taken, err
+	}
+	fresh := make(map[string]bool, len(idx))
+	err := queryEach(ctx, q, l.bst.mark.get(len(idx)), args, func(scan func(...any) error) error {
+		var id []byte
+		if err := scan(&id); err != nil {
+			return err
+		}
+		fresh[string(id)] = true
+		return nil
+	})
+	if err != nil || len(fresh) == len(idx) {
+		return taken, err
+	}
+	var rest []int
+	for _, j := range idx {
+		if !fresh[ids[j]] {
+			rest = append(rest, j)
+		}
+	}
+	expired, err := l.expiredEvents(ctx, q, consumer, ids, rest)
+	for _, j := range rest {
+		exp, ok := expired[ids[j]]
+		taken[ids[j]] = sql.NullBool{Bool: exp, Valid: ok}
+	}
+	return taken, err
 }
 
 // expiredEvents returns, for the IDs idx that have a row, whether it
@@ -174,6 +201,13 @@ func (l *Layer) eventArgs(consumer string, retention any, ids []string, idx []in
 	args = append(args, l.id(consumer))
 	if retention != nil {
 		args = append(args, retention)
+	}
+	if l.dialect == dialect.PG {
+		a := make([]string, len(idx))
+		for k, j := range idx {
+			a[k] = ids[j]
+		}
+		return append(args, l.textArg(a))
 	}
 	for _, j := range idx {
 		args = append(args, l.id(ids[j]))

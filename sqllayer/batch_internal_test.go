@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -21,7 +22,7 @@ type gatedBatcher struct {
 
 func newGated(max int, weight func(int) int) *gatedBatcher {
 	g := &gatedBatcher{release: make(chan struct{}), started: make(chan []int, 16), ctxs: make(chan context.Context, 16)}
-	g.b = &batcher[int, int]{max: max, weight: weight,
+	g.b = &batcher[int, int]{max: max, slots: 1, weight: weight,
 		run: func(ctx context.Context, ins []int) []int {
 			g.started <- append([]int(nil), ins...)
 			g.ctxs <- ctx
@@ -71,7 +72,7 @@ func TestBatcherAloneThenBatches(t *testing.T) {
 	}()
 	for {
 		g.b.mu.Lock()
-		busy := g.b.busy
+		busy := g.b.inflight > 0
 		g.b.mu.Unlock()
 		if busy {
 			break
@@ -116,7 +117,7 @@ func TestBatcherAloneThenBatches(t *testing.T) {
 
 func TestBatcherWeightBound(t *testing.T) {
 	g := newGated(10, func(int) int { return maxBatchBytes / 2 })
-	g.b.busy = true // a statement in flight
+	g.b.inflight = 1 // a statement in flight
 	for i := 1; i <= 3; i++ {
 		go g.b.do(t.Context(), i, func() int { return 0 })
 	}
@@ -137,7 +138,7 @@ func TestBatcherWeightBound(t *testing.T) {
 // the batch's context ends only when every caller in it left.
 func TestBatcherCallersLeave(t *testing.T) {
 	g := newGated(10, func(int) int { return 0 })
-	g.b.busy = true
+	g.b.inflight = 1
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	ctx3, cancel3 := context.WithCancel(t.Context())
@@ -175,7 +176,7 @@ func TestBatcherCallersLeave(t *testing.T) {
 	g.release <- struct{}{}
 	for {
 		g.b.mu.Lock()
-		busy := g.b.busy
+		busy := g.b.inflight > 0
 		g.b.mu.Unlock()
 		if !busy {
 			break
@@ -186,5 +187,70 @@ func TestBatcherCallersLeave(t *testing.T) {
 	defer g.mu.Unlock()
 	if len(g.orphans) != 2 {
 		t.Errorf("orphans %v, want the answers of 2 and 3", g.orphans)
+	}
+}
+
+// A full batch queued behind a statement in flight goes out at once in a
+// free slot; the statements in flight never exceed the slots, and every
+// call is answered.
+func TestBatcherFullBatchesTakeSpareSlots(t *testing.T) {
+	g := newGated(2, func(int) int { return 0 })
+	var running, most atomic.Int32
+	run := g.b.run
+	g.b.run = func(ctx context.Context, ins []int) []int {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		defer running.Add(-1)
+		return run(ctx, ins)
+	}
+	g.b.slots = 2
+	g.b.inflight = 1 // a statement in flight, which the test returns below
+	results := make(chan [2]int, 5)
+	for i := 1; i <= 5; i++ {
+		go func() {
+			out, ok := g.b.do(t.Context(), i, func() int { t.Error("a call ran alone"); return 0 })
+			if !ok {
+				t.Error("a call was not answered")
+			}
+			results <- [2]int{i, out}
+		}()
+	}
+	if first := <-g.started; len(first) != 2 {
+		t.Fatalf("the spare slot took %v, want a full batch of 2", first)
+	}
+	g.queued(t, 3)
+	g.release <- struct{}{} // the spare slot's batch returns and takes the next full batch
+	if second := <-g.started; len(second) != 2 {
+		t.Fatalf("the spare slot's next batch carried %v, want 2", second)
+	}
+	g.queued(t, 1)
+	g.b.next() // the statement in flight returns and takes what is left
+	if third := <-g.started; len(third) != 1 {
+		t.Fatalf("the first slot's batch carried %v, want the 1 left", third)
+	}
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	for range 5 {
+		if r := <-results; r[1] != -r[0] {
+			t.Errorf("call %d got %d", r[0], r[1])
+		}
+	}
+	if m := most.Load(); m > 2 {
+		t.Errorf("%d batches ran at once, want at most the 2 slots", m)
+	}
+	for {
+		busy, queued, _, peak := g.b.state()
+		if !busy && queued == 0 {
+			if peak != 2 {
+				t.Errorf("at most %d statements were in flight at once, want 2", peak)
+			}
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the batcher did not go idle")
+		case <-time.After(time.Millisecond):
+		}
 	}
 }

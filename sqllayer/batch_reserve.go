@@ -32,11 +32,20 @@ func (l *Layer) claimKey(ctx context.Context, c *claim) (idem.Record, bool, erro
 		})
 		return out
 	}
-	if l.claims == nil {
-		out := alone()
-		return out.rec, out.claimed, out.err
+	var (
+		out claimOut
+		ok  bool
+	)
+	switch {
+	case l.writes != nil:
+		var w writeOut
+		w, ok = l.writes.do(ctx, &writeOp{claim: c}, func() writeOut { return writeOut{claim: alone()} })
+		out = w.claim
+	case l.claims != nil:
+		out, ok = l.claims.do(ctx, c, alone)
+	default:
+		out, ok = alone(), true
 	}
-	out, ok := l.claims.do(ctx, c, alone)
 	switch {
 	case !ok:
 		return idem.Record{}, false, ctx.Err()
@@ -54,55 +63,83 @@ func (l *Layer) claimKey(ctx context.Context, c *claim) (idem.Record, bool, erro
 // and a key that appears twice, is left to its caller's own statements,
 // which grant the grace or take over exactly as an unbatched Reserve does.
 func (l *Layer) reserveMany(ctx context.Context, cs []*claim) []claimOut {
-	out := make([]claimOut, len(cs))
 	if len(cs) == 1 {
-		out[0].again = true
-		return out
+		return []claimOut{{again: true}}
 	}
-	todo := make([]int, 0, len(cs))
-	first := make(map[string]int, len(cs))
-	var repeats []int // claims of a key an earlier claim in the batch carries
+	b := l.startClaims(ctx, cs)
+	if len(b.todo) > 0 {
+		claimed, rows, err := l.insertKeys(ctx, b.cs, b.todo, b.tokens)
+		l.finishClaims(ctx, b, claimed, rows, err)
+	}
+	b.answerRepeats(l)
+	return b.out
+}
+
+// claimBatch is a batch of claims between its statements.
+type claimBatch struct {
+	cs      []*claim
+	out     []claimOut
+	todo    []int           // the claims to insert, in key order
+	tokens  []string        // the tokens of the claims to insert
+	first   map[string]int  // each key's first claim in the batch
+	repeats []int           // claims of a key an earlier claim in the batch carries
+	found   map[string]*row // every row the batch read, for the repeats
+}
+
+// startClaims prepares a batch of claims for its INSERT: each key once, in
+// key order, so that concurrent batches take their keys' locks in one
+// order; and, while most keys arrive taken, after one read of them all
+// that answers those it finds. todo is then what the INSERT carries.
+func (l *Layer) startClaims(ctx context.Context, cs []*claim) *claimBatch {
+	b := &claimBatch{
+		cs:    cs,
+		out:   make([]claimOut, len(cs)),
+		todo:  make([]int, 0, len(cs)),
+		first: make(map[string]int, len(cs)),
+		found: make(map[string]*row, len(cs)),
+	}
 	for i, c := range cs {
-		if _, ok := first[string(c.digest)]; ok {
-			repeats = append(repeats, i)
+		if _, ok := b.first[string(c.digest)]; ok {
+			b.repeats = append(b.repeats, i)
 			continue
 		}
-		first[string(c.digest)] = i
-		todo = append(todo, i)
+		b.first[string(c.digest)] = i
+		b.todo = append(b.todo, i)
 	}
-	// found holds every row the batch read, for the repeats.
-	found := make(map[string]*row, len(todo))
-	if len(repeats) > 0 {
-		defer l.answerRepeats(cs, out, repeats, first, found)
-	}
-	// Concurrent batches take their keys' locks in one order.
-	slices.SortFunc(todo, func(a, b int) int { return bytes.Compare(cs[a].digest, cs[b].digest) })
-
+	slices.SortFunc(b.todo, func(x, y int) int { return bytes.Compare(cs[x].digest, cs[y].digest) })
 	if l.readFirst() {
-		rows, err := l.readKeys(ctx, cs, todo)
+		rows, err := l.readKeys(ctx, cs, b.todo)
 		if err != nil {
-			l.failed(ctx, "reserve", err, todo, func(i int, err error) { out[i].err = err }, func(i int) { out[i].again = true })
-			return out
+			l.failed(ctx, "reserve", err, b.todo, func(i int, err error) { b.out[i].err = err }, func(i int) { b.out[i].again = true })
+			b.todo = nil
+			return b
 		}
-		todo = l.decide(cs, todo, rows, out, true)
-		maps.Copy(found, rows)
+		b.todo = l.decide(cs, b.todo, rows, b.out, true)
+		maps.Copy(b.found, rows)
 	}
-	if len(todo) == 0 {
-		return out
+	if len(b.todo) > 0 {
+		b.tokens = make([]string, len(cs))
+		for _, i := range b.todo {
+			b.tokens[i] = idem.NewToken()
+		}
 	}
-	tokens := make([]string, len(cs))
-	for _, i := range todo {
-		tokens[i] = idem.NewToken()
-	}
-	claimed, rows, err := l.insertKeys(ctx, cs, todo, tokens)
+	return b
+}
+
+// finishClaims answers the claims the INSERT carried, from what it
+// claimed (and, on MySQL, the rows it read back of the others) or its
+// error: the keys it did not claim are read in a new statement, which
+// sees the claims that won even when the INSERT waited for their commit.
+func (l *Layer) finishClaims(ctx context.Context, b *claimBatch, claimed map[string]claimTimes, rows map[string]*row, err error) {
+	cs, out := b.cs, b.out
 	if err != nil {
-		l.failed(ctx, "reserve", err, todo, func(i int, err error) { out[i].err = err }, func(i int) { out[i].again = true })
-		return out
+		l.failed(ctx, "reserve", err, b.todo, func(i int, err error) { out[i].err = err }, func(i int) { out[i].again = true })
+		return
 	}
-	rest := make([]int, 0, len(todo))
-	for _, i := range todo {
+	rest := make([]int, 0, len(b.todo))
+	for _, i := range b.todo {
 		if t, ok := claimed[string(cs[i].digest)]; ok {
-			out[i] = claimOut{rec: cs[i].owner(tokens[i], t.lease, t.expires, l.resolution), claimed: true}
+			out[i] = claimOut{rec: cs[i].owner(b.tokens[i], t.lease, t.expires, l.resolution), claimed: true}
 			l.seen.Learn(false)
 			continue
 		}
@@ -110,19 +147,16 @@ func (l *Layer) reserveMany(ctx context.Context, cs []*claim) []claimOut {
 		rest = append(rest, i)
 	}
 	if len(rest) == 0 {
-		return out
+		return
 	}
 	if rows == nil {
-		// The INSERT waited for the concurrent claims that won: a new
-		// statement sees them.
 		if rows, err = l.readKeys(ctx, cs, rest); err != nil {
 			l.failed(ctx, "reserve", err, rest, func(i int, err error) { out[i].err = err }, func(i int) { out[i].again = true })
-			return out
+			return
 		}
 	}
 	l.decide(cs, rest, rows, out, false)
-	maps.Copy(found, rows)
-	return out
+	maps.Copy(b.found, rows)
 }
 
 // answerRepeats answers the claims of a key an earlier claim in the batch
@@ -130,18 +164,18 @@ func (l *Layer) reserveMany(ctx context.Context, cs []*claim) []claimOut {
 // record the first claimed, in progress and without its token, or the row
 // the batch read, unless a claim could act on it; else the caller's own
 // statements decide.
-func (l *Layer) answerRepeats(cs []*claim, out []claimOut, repeats []int, first map[string]int, found map[string]*row) {
-	for _, j := range repeats {
-		i := first[string(cs[j].digest)]
-		switch r, ok := found[string(cs[j].digest)]; {
-		case out[i].claimed:
-			rec := out[i].rec
+func (b *claimBatch) answerRepeats(l *Layer) {
+	for _, j := range b.repeats {
+		i := b.first[string(b.cs[j].digest)]
+		switch r, ok := b.found[string(b.cs[j].digest)]; {
+		case b.out[i].claimed:
+			rec := b.out[i].rec
 			rec.Token = ""
-			out[j] = claimOut{rec: rec}
-		case ok && !r.takeable(cs[j].fp):
-			out[j] = claimOut{rec: r.record(cs[j].key, l.resolution)}
+			b.out[j] = claimOut{rec: rec}
+		case ok && !r.takeable(b.cs[j].fp):
+			b.out[j] = claimOut{rec: r.record(b.cs[j].key, l.resolution)}
 		default:
-			out[j].again = true
+			b.out[j].again = true
 		}
 	}
 }
@@ -193,10 +227,11 @@ type claimTimes struct{ lease, expires time.Time }
 
 // readKeys reads the records of the claims idx, by key digest.
 func (l *Layer) readKeys(ctx context.Context, cs []*claim, idx []int) (map[string]*row, error) {
-	args := make([]any, len(idx))
+	keys := make([][]byte, len(idx))
 	for j, i := range idx {
-		args[j] = cs[i].digest
+		keys[j] = cs[i].digest
 	}
+	args := l.keyArgs(keys)
 	q := l.bst.readMany.get(len(idx))
 	var rows map[string]*row
 	err := l.retry(ctx, func() error {
@@ -204,9 +239,18 @@ func (l *Layer) readKeys(ctx context.Context, cs []*claim, idx []int) (map[strin
 		return queryEach(ctx, l.pool(), q, args, func(scan func(...any) error) error {
 			var key []byte
 			r := l.newRow()
-			if err := scan(append([]any{&key}, r.dest()...)...); err != nil {
+			if l.dialect != dialect.PG {
+				if err := scan(append([]any{&key}, r.dest()...)...); err != nil {
+					return err
+				}
+				rows[string(key)] = &r
+				return nil
+			}
+			now := l.newRow().expiresAt
+			if err := scan(append([]any{&key}, r.destAt(&now)...)...); err != nil {
 				return err
 			}
+			r.at(now.t)
 			rows[string(key)] = &r
 			return nil
 		})
@@ -219,10 +263,7 @@ func (l *Layer) readKeys(ctx context.Context, cs []*claim, idx []int) (map[strin
 // which returns no rows from an INSERT, it reads the keys back and returns
 // the rows of those it did not claim as well.
 func (l *Layer) insertKeys(ctx context.Context, cs []*claim, idx []int, tokens []string) (map[string]claimTimes, map[string]*row, error) {
-	args := make([]any, 0, 7*len(idx))
-	for _, i := range idx {
-		args = append(args, cs[i].args(tokens[i], nil)...)
-	}
+	args := l.claimArgs(cs, idx, tokens)
 	q := l.bst.claim.get(len(idx))
 	claimed := make(map[string]claimTimes, len(idx))
 	if l.dialect == dialect.MySQL {
@@ -255,6 +296,49 @@ func (l *Layer) insertKeys(ctx context.Context, cs []*claim, idx []int, tokens [
 		})
 	})
 	return claimed, nil, err
+}
+
+// keyArgs returns the arguments of a read of keys: one array on Postgres,
+// else one argument each.
+func (l *Layer) keyArgs(keys [][]byte) []any {
+	if l.dialect == dialect.PG {
+		return []any{l.byteaArg(keys)}
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	return args
+}
+
+// claimArgs returns the arguments of the claims idx, each with its token:
+// seven arrays on Postgres, else the arguments of each claim in turn.
+func (l *Layer) claimArgs(cs []*claim, idx []int, tokens []string) []any {
+	if l.dialect != dialect.PG {
+		args := make([]any, 0, 7*len(idx))
+		for _, i := range idx {
+			args = append(args, cs[i].args(tokens[i], nil)...)
+		}
+		return args
+	}
+	var (
+		n        = len(idx)
+		keys     = make([][]byte, n)
+		scopes   = make([]string, n)
+		clients  = make([]string, n)
+		fps      = make([][]byte, n)
+		toks     = make([][]byte, n)
+		leases   = make([]int64, n)
+		expiries = make([]int64, n)
+	)
+	for j, i := range idx {
+		c := cs[i]
+		keys[j], fps[j], toks[j], leases[j], expiries[j] = c.digest, c.fp, bin(tokens[i]), c.lease, c.expiry
+		scopes[j], _ = c.scope.(string)
+		clients[j], _ = c.client.(string)
+	}
+	return []any{l.byteaArg(keys), l.textArg(scopes), l.textArg(clients), l.byteaArg(fps), l.byteaArg(toks),
+		l.int8Arg(leases), l.int8Arg(expiries)}
 }
 
 // releaseOrphan releases a claim a batch won for a caller that had left,

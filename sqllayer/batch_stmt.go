@@ -8,10 +8,14 @@ import (
 	"github.com/uptrace/bun/dialect"
 )
 
-// Batched statements. Their text depends on how many rows they carry, so
-// each is generated for a count on first use and kept (stmtCache). They
-// reuse the per-dialect pieces of the single statements (stmt_*.go): the
-// same columns, clocks and guards, for many keys at once.
+// Batched statements. On Postgres each has one text whatever the number
+// of rows: a batch's column travels as one array argument and unnest turns
+// the arrays back into rows, so that pgx prepares the statement once per
+// connection and the server parses it once. Elsewhere the text depends on
+// how many rows a statement carries, so each is generated for a count on
+// first use and kept (stmtCache). They reuse the per-dialect pieces of the
+// single statements (stmt_*.go): the same columns, clocks and guards, for
+// many keys at once.
 //
 // Claims:      a multi-row INSERT that tolerates only the duplicate key,
 //              returning the keys it inserted (Postgres, SQLite: ON CONFLICT
@@ -19,17 +23,30 @@ import (
 //              UPDATE of nothing, then one read of the batch's keys), and
 //              one read of the keys that were taken.
 // Completions: one compare-and-set UPDATE on each key's token (Postgres:
-//              UPDATE … FROM (VALUES …) RETURNING; SQLite: the same over a
-//              WITH; MySQL: a multi-table UPDATE joined to the batch's rows,
-//              then one read when it changed fewer rows than it carried).
+//              UPDATE … FROM the rows it finds by key, see below; SQLite:
+//              UPDATE … FROM a WITH of VALUES; MySQL: a multi-table UPDATE
+//              joined to the batch's rows, then one read when it changed
+//              fewer rows than it carried).
 // Events:      a multi-row INSERT of one consumer's event IDs, as
-//              MarkProcessed's but for many.
+//              MarkProcessed's but for many; on Postgres the same statement
+//              also reads the rows of the IDs it did not insert.
+//
+// On Postgres every read of a batch's rows looks each key up on its own,
+// in a LATERAL subquery that the planner cannot fold into a join: a join
+// of the batch's rows to the table is planned once per connection (pgx
+// caches the prepared statement and the server its generic plan), and a
+// plan made while the table was small scans the whole table for every
+// batch once it has grown. The completion UPDATE then changes the rows it
+// found by their ctid: a row that changed since (a renewal, a release)
+// has another ctid and is skipped, and its caller's own statements decide.
 
-// stmtCache holds one batched statement per row count.
+// stmtCache holds one batched statement per row count, or one for every
+// count.
 type stmtCache struct {
-	mu  sync.Mutex
-	m   map[int]string
-	gen func(n int) string
+	fixed string // the statement for every count, when set
+	mu    sync.Mutex
+	m     map[int]string
+	gen   func(n int) string
 }
 
 func newStmtCache(n names, native bool, gen func(n int) string) *stmtCache {
@@ -43,6 +60,9 @@ func newStmtCache(n names, native bool, gen func(n int) string) *stmtCache {
 }
 
 func (c *stmtCache) get(n int) string {
+	if c.fixed != "" {
+		return c.fixed
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q, ok := c.m[n]
@@ -55,13 +75,15 @@ func (c *stmtCache) get(n int) string {
 
 // batchStmts are a Layer's batched statements.
 type batchStmts struct {
-	claim     *stmtCache // claims: rows of 7 arguments, as claim.args
+	claim     *stmtCache // claims: rows of 7 arguments, as claim.args (Postgres: 7 arrays)
 	readMany  *stmtCache // the read statement's columns, after key_digest, for n keys
-	complete  *stmtCache // completions: rows of (key, token, result, ttl)
+	complete  *stmtCache // completions: rows of (key, token, result, ttl) (Postgres: 4 arrays)
 	ownedMany *stmtCache // MySQL: key_digest, state, token of the live records of n keys
-	mark      *stmtCache // events: ?0 consumer, ?1 retention, then n event IDs
-	marked    *stmtCache // events: event_id and whether it expired, for ?0 and n IDs
+	mark      *stmtCache // events: ?0 consumer, ?1 retention, then n event IDs (Postgres: an array)
+	marked    *stmtCache // events (SQLite, MySQL): event_id and whether it expired, for ?0 and n IDs
 	revive    *stmtCache // events: delete the expired rows of ?0 among n IDs
+
+	claimAndComplete *stmtCache // Postgres: claims (?0…?6) and completions (?7…?10) in one statement
 }
 
 // writeRow writes one parenthesised row of width placeholders from ?first,
@@ -97,10 +119,6 @@ func writeRows(b *strings.Builder, first, n, width int, f func(i int, p string) 
 	}
 }
 
-func cast(types ...string) func(i int, p string) string {
-	return func(i int, p string) string { return p + "::" + types[i] }
-}
-
 func plain(_ int, p string) string { return p }
 
 const recordCols = "key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at"
@@ -110,43 +128,13 @@ func newBatchStmts(d dialect.Name, n names, native bool) batchStmts {
 	mk := func(gen func(int) string) *stmtCache { return newStmtCache(n, native, gen) }
 	switch d {
 	case dialect.PG:
-		b.claim = mk(func(n int) string {
-			var s strings.Builder
-			s.WriteString("INSERT INTO {R} (" + recordCols + ")\nSELECT v.k, v.s, v.c, v.f, 1, v.t,\n" +
-				"\tc.now + v.l * interval '1 microsecond', c.now, c.now + v.e * interval '1 microsecond'\nFROM (VALUES ")
-			writeRows(&s, 0, n, 7, cast("bytea", "text", "text", "bytea", "bytea", "bigint", "bigint"))
-			s.WriteString(") AS v(k, s, c, f, t, l, e), (SELECT clock_timestamp() AS now) c\n" +
-				"ON CONFLICT (key_digest) DO NOTHING\nRETURNING key_digest, lease_until, expires_at")
-			return s.String()
-		})
-		b.readMany = mk(func(n int) string {
-			var s strings.Builder
-			s.WriteString("SELECT r.key_digest, false, r.fingerprint, r.state, r.token, r.result, r.lease_until, r.expires_at,\n\t" +
-				pgLeft + ", r.lease_until <= c.now\nFROM {R} r, (SELECT clock_timestamp() AS now) c WHERE r.key_digest IN (")
-			writeList(&s, 0, n)
-			s.WriteString(")")
-			return s.String()
-		})
-		b.complete = mk(func(n int) string {
-			var s strings.Builder
-			s.WriteString("UPDATE {R} AS r\nSET state = 2, result = v.res, lease_until = NULL, expires_at = c.now + v.ttl * interval '1 microsecond'\nFROM (VALUES ")
-			writeRows(&s, 0, n, 4, cast("bytea", "bytea", "bytea", "bigint"))
-			s.WriteString(") AS v(k, t, res, ttl), (SELECT clock_timestamp() AS now) c\n" +
-				"WHERE r.key_digest = v.k AND r.token = v.t AND r.state IN (1, 3) AND r.expires_at > c.now\nRETURNING r.key_digest")
-			return s.String()
-		})
-		b.mark = mk(func(n int) string {
-			var s strings.Builder
-			s.WriteString("INSERT INTO {E} (consumer, event_id, created_at, expires_at)\n" +
-				"SELECT ?0::text, v.id, c.now, c.now + ?1::bigint * interval '1 microsecond'\nFROM (VALUES ")
-			writeRows(&s, 2, n, 1, cast("text"))
-			s.WriteString(") AS v(id), (SELECT clock_timestamp() AS now) c\nON CONFLICT (consumer, event_id) DO NOTHING\nRETURNING event_id")
-			return s.String()
-		})
-		b.marked = mk(func(n int) string { return eventsIn("SELECT event_id, expires_at <= clock_timestamp() FROM {E}", n) })
-		b.revive = mk(func(n int) string {
-			return eventsIn("DELETE FROM {E}", n) + " AND expires_at <= clock_timestamp()"
-		})
+		fixed := func(q string) *stmtCache { return &stmtCache{fixed: dollars(n.expand(q))} }
+		b.claim = fixed(pgClaimMany)
+		b.readMany = fixed(pgReadMany)
+		b.complete = fixed(pgCompleteMany)
+		b.mark = fixed(pgMarkMany)
+		b.revive = fixed(pgReviveMany)
+		b.claimAndComplete = fixed(pgClaimAndComplete())
 	case dialect.SQLite:
 		b.claim = mk(func(n int) string {
 			var s strings.Builder

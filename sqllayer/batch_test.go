@@ -58,12 +58,13 @@ func reserve(c context.Context, t *testing.T, l *sqllayer.Layer, k idem.Key, fp 
 	return r
 }
 
-// until polls cond until it holds, failing the test when its context ends.
+// until polls cond until it holds, failing the test after a minute.
 func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	c := ctx(t)
 	for !cond() {
 		select {
-		case <-ctx(t).Done():
+		case <-c.Done():
 			t.Fatalf("waited in vain for %s", what)
 		case <-time.After(time.Millisecond):
 		}

@@ -94,18 +94,20 @@ func newKey(scope string, i int64) idem.Key { return idem.NewKey(scope, fmt.Spri
 // Reserve on a key never seen, then Complete with a 64-byte result.
 // "layer" is the Layer (idem.OrderAdaptive: on new keys it inserts first);
 // "one-statement" is a Layer in the idem.OrderOneStatement order (the claim-or-read
-// statement); "baseline" runs the two
+// statement); "batched" is a Layer with WithBatchSize(64); "baseline" runs the two
 // statements such a request cannot do without, INSERT … ON CONFLICT DO
-// NOTHING and UPDATE … WHERE key AND token, on the same pool.
+// NOTHING and UPDATE … WHERE key AND token, on the same pool. At 64
+// goroutines requests queue for the pool's 16 connections, or for a batch.
 func BenchmarkReserveCompleteNewKey(b *testing.B) {
 	db, l, lc, table := benchDB(b)
+	lb := must.Get(sqllayer.New(db, sqllayer.WithRecordsTable(table), sqllayer.WithBatchSize(64)))(b)
 	result := make([]byte, 64)
 	insert := "INSERT INTO " + table + ` (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, 1, $5, now() + interval '30 seconds', now(), now() + interval '24 hours')
 		ON CONFLICT (key_digest) DO NOTHING`
 	update := "UPDATE " + table + ` SET state = 2, result = $3, lease_until = NULL, expires_at = now() + interval '24 hours'
 		WHERE key_digest = $1 AND token = $2 AND state = 1`
-	for _, g := range []int{1, 16} {
+	for _, g := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("one-statement/g=%d", g), func(b *testing.B) {
 			scope := testenv.Name("l")
 			parallel(b, g, func(i int64) {
@@ -115,6 +117,19 @@ func BenchmarkReserveCompleteNewKey(b *testing.B) {
 					b.Fatal(claimed, err)
 				}
 				if err := lc.Complete(context.Background(), k, rec.Token, result, 24*time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("batched/g=%d", g), func(b *testing.B) {
+			scope := testenv.Name("l")
+			parallel(b, g, func(i int64) {
+				k := newKey(scope, i)
+				rec, claimed, err := lb.Reserve(context.Background(), k, "fp", 30*time.Second, 24*time.Hour)
+				if err != nil || !claimed {
+					b.Fatal(claimed, err)
+				}
+				if err := lb.Complete(context.Background(), k, rec.Token, result, 24*time.Hour); err != nil {
 					b.Fatal(err)
 				}
 			})

@@ -108,10 +108,12 @@
 // With WithBatchSize, Reserve and Complete calls that arrive while a
 // statement of their kind is in flight on the Layer go out together in the
 // next one (group commit): a call that finds nothing in flight is sent at
-// once, alone, and no timer holds a call back. Each caller's answer is the
-// one it would have had alone (see WithBatchSize). A flusher goroutine runs the queued batches and ends
-// when the queue is empty. MarkProcessedBatch is the explicit batch API of
-// consumers that receive events in batches.
+// once, alone, and no timer holds a call back. On Postgres claims and
+// completions batch together, in one statement and one commit. Each
+// caller's answer is the one it would have had alone (see WithBatchSize).
+// Flusher goroutines run the queued batches and end when the queue is
+// empty. MarkProcessedBatch is the explicit batch API of consumers that
+// receive events in batches.
 //
 // # Transactions of the caller
 //
@@ -168,7 +170,10 @@
 // statement once per connection and runs it in one round trip with binary
 // arguments, where bun's formatting would inline arguments into a new text
 // that pgx's default mode prepares anew every time. bun's query hooks
-// therefore do not see these statements; use WithObserver. On MySQL bun
+// therefore do not see these statements; use WithObserver. Batched
+// statements on Postgres carry each column as one array argument: pgx's
+// driver binds Go slices as arrays, other drivers get the arrays' text
+// form (found by the driver's package, without importing it). On MySQL bun
 // formats the arguments into the text (bytes as hexadecimal literals), which
 // the server runs in one round trip; go-sql-driver/mysql would otherwise
 // prepare, execute and close each statement unless the DSN sets

@@ -37,6 +37,7 @@ type Layer struct {
 	dialect dialect.Name
 	sqlite  bool
 	native  bool // statements go to the driver beneath bun, with $N arguments
+	slices  bool // Postgres: the driver binds Go slices as arrays (pgx)
 	order   idem.ReserveOrder
 	seen    mix.Existing // the share of Reserve calls that found their key taken
 	st      stmts
@@ -55,8 +56,9 @@ type Layer struct {
 	// batchSize is the most calls one batched statement carries; 0: off.
 	batchSize   int
 	bst         batchStmts
-	claims      *batcher[*claim, claimOut]         // nil when batching is off
-	completions *batcher[*completion, completeOut] // nil when batching is off
+	claims      *batcher[*claim, claimOut]         // nil when batching is off, and on Postgres
+	completions *batcher[*completion, completeOut] // nil when batching is off, and on Postgres
+	writes      *batcher[*writeOp, writeOut]       // Postgres: claims and completions together; nil when off
 }
 
 // New returns a Layer over db, whose dialect (pgdialect, mysqldialect or
@@ -91,6 +93,7 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 		switch l.dialect {
 		case dialect.PG:
 			st, l.native, l.resolution = pgStmts, true, time.Microsecond
+			l.slices = bindsSlices(db.DB)
 		case dialect.SQLite:
 			st, l.native, l.sqlite, l.resolution = sqliteStmts, true, true, time.Millisecond
 		case dialect.MySQL:
@@ -109,10 +112,14 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 	}
 	l.st = st.build(l.names, l.native)
 	l.bst = newBatchStmts(l.dialect, l.names, l.native)
-	if l.batchSize > 1 {
-		l.claims = &batcher[*claim, claimOut]{max: l.batchSize, run: l.reserveMany, orphan: l.releaseOrphan,
+	switch {
+	case l.batchSize > 1 && l.dialect == dialect.PG:
+		l.writes = &batcher[*writeOp, writeOut]{max: l.batchSize, slots: batchSlots, run: l.writeMany, orphan: l.orphanWrite,
+			weight: (*writeOp).weight}
+	case l.batchSize > 1:
+		l.claims = &batcher[*claim, claimOut]{max: l.batchSize, slots: batchSlots, run: l.reserveMany, orphan: l.releaseOrphan,
 			weight: func(*claim) int { return 0 }}
-		l.completions = &batcher[*completion, completeOut]{max: l.batchSize, run: l.completeMany,
+		l.completions = &batcher[*completion, completeOut]{max: l.batchSize, slots: batchSlots, run: l.completeMany,
 			weight: func(c *completion) int { return len(c.result) }}
 	}
 	var err error

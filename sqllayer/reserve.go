@@ -100,7 +100,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 		if readFirst {
 			// A duplicate costs one primary-key read, which never writes,
 			// locks or waits for a writer.
-			if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
+			if found, err = l.readRow(ctx, q, c.digest, &r); err != nil {
 				return idem.Record{}, false, err
 			}
 		}
@@ -116,7 +116,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 				if err == nil && !found {
 					// The INSERT waited for a concurrent claim that committed
 					// after this statement's snapshot: read in a new one.
-					found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...)
+					found, err = l.readRow(ctx, q, c.digest, &r)
 				}
 			case l.dialect == dialect.MySQL:
 				record, ok, err = l.insertMySQL(ctx, q, c, token)
@@ -132,7 +132,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 			if !found {
 				// A concurrent claim won: read it in a new statement, which
 				// sees it even when the INSERT waited for its commit.
-				if found, err = queryOne(ctx, q, l.st.read, []any{c.digest}, r.dest()...); err != nil {
+				if found, err = l.readRow(ctx, q, c.digest, &r); err != nil {
 					return idem.Record{}, false, err
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/uptrace/bun/dialect"
+
 	"github.com/idemkit/idem"
 )
 
@@ -93,6 +95,23 @@ func (r *row) dest() []any {
 	return []any{&r.claimed, &r.fingerprint, &r.state, &r.token, &r.result, &r.leaseUntil, &r.expiresAt, &r.left, &r.lapsed}
 }
 
+// destAt is where a Postgres read of a record goes: the record and the
+// server's clock, from which at derives the verdicts on it.
+func (r *row) destAt(now *dbTime) []any {
+	return []any{&r.fingerprint, &r.state, &r.token, &r.result, &r.leaseUntil, &r.expiresAt, now}
+}
+
+// at sets the verdicts on the record by the database's clock now, as the
+// statements that compute them do: both are microseconds, so left is
+// exact.
+func (r *row) at(now time.Time) {
+	r.left = sql.NullInt64{Int64: int64(r.expiresAt.t.Sub(now) / time.Microsecond), Valid: true}
+	r.lapsed = sql.NullBool{}
+	if !r.leaseUntil.t.IsZero() {
+		r.lapsed = sql.NullBool{Bool: !r.leaseUntil.t.After(now), Valid: true}
+	}
+}
+
 // expired reports whether the record's expiry has passed by the database's
 // clock: it is absent, whatever it held.
 func (r *row) expired() bool { return r.left.Valid && r.left.Int64 <= 0 }
@@ -142,6 +161,20 @@ func left(micros sql.NullInt64, resolution time.Duration) time.Duration {
 		return 0
 	}
 	return max(time.Duration(micros.Int64)*time.Microsecond-resolution, 0)
+}
+
+// readRow reads the record of digest into r, with the database's verdicts
+// on its clocks.
+func (l *Layer) readRow(ctx context.Context, q querier, digest []byte, r *row) (bool, error) {
+	if l.dialect != dialect.PG {
+		return queryOne(ctx, q, l.st.read, []any{digest}, r.dest()...)
+	}
+	now := dbTime{wall: r.expiresAt.wall}
+	found, err := queryOne(ctx, q, l.st.read, []any{digest}, r.destAt(&now)...)
+	if found && err == nil {
+		r.at(now.t)
+	}
+	return found, err
 }
 
 // queryOne runs a query expected to return at most one row and scans it into
