@@ -34,6 +34,13 @@ type call struct {
 
 	out outcome
 
+	// The owner's hold on its claims and their renewal, and the parent of
+	// the work's context: part of the call, so that an execution costs one
+	// allocation for them all.
+	h     hold
+	ren   renewal
+	under underStore
+
 	done chan struct{} // closed when out is set; guarded by the flight part's mu
 }
 

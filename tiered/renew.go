@@ -28,9 +28,11 @@ type hold struct {
 }
 
 // hold returns the call's hold on its claims, as they stand after the
-// phases that claimed them.
+// phases that claimed them. It lives in the call, which it outlives in no
+// goroutine.
 func (c *call) hold() *hold {
-	h := &hold{c: c}
+	h := &c.h
+	*h = hold{c: c}
 	switch {
 	case c.sqlToken != "":
 		h.tier, h.renewed = idem.TierSQL, c.sqlSent
@@ -188,22 +190,28 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 		return nil
 	}
 	s := h.c.s
-	if !s.track() {
+	if s.closed.Load() {
 		return nil // closed: the work's context is cancelled already
 	}
-	r := &renewal{h: h, cancel: cancel}
+	r := &h.c.ren
+	*r = renewal{h: h, cancel: cancel, due: h.renewed.Add(s.cfg.lease / 3)}
 	// Most work ends before its first renewal: the renewer starts only when
-	// that is due, so short work costs a timer, not a goroutine (nor the
-	// renewer's channels).
-	r.timer = time.AfterFunc(max(time.Until(h.renewed.Add(s.cfg.lease/3)), 0), r.run)
+	// that is due, so short work costs a place in the Store's queue, not a
+	// goroutine nor a timer of its own (see renewals).
+	s.renewals.add(s, r)
 	return r
 }
 
-// renewal is the renewer of one execution's claims while fn runs.
+// renewal is the renewer of one execution's claims while fn runs. It lives
+// in the call.
 type renewal struct {
 	h      *hold
 	cancel context.CancelCauseFunc // the work's
-	timer  *time.Timer
+	due    time.Time               // when the first renewal is due
+
+	// The place in the Store's queue of renewals; guarded by its mu.
+	prev, next *renewal
+	queued     bool // in the queue: the renewer has not been started
 
 	mu      sync.Mutex
 	stopped bool          // stop was called
@@ -268,9 +276,8 @@ func (r *renewal) stop() {
 	if r == nil {
 		return
 	}
-	if r.timer.Stop() {
-		r.h.c.s.wg.Done() // the renewer never started
-		return
+	if r.h.c.s.renewals.remove(r) {
+		return // the renewer never started
 	}
 	r.mu.Lock()
 	r.stopped = true

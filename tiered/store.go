@@ -62,6 +62,9 @@ type Store struct {
 	// completion attempt its own, at most lease/8 (see hold).
 	redisBounds, sqlBounds         *bounds
 	redisHoldBounds, sqlHoldBounds *bounds
+	// renewals starts the renewers of executions whose work outlasts
+	// lease/3.
+	renewals renewals
 
 	base   context.Context // parent of all work; cancelled by Close
 	stop   context.CancelCauseFunc
@@ -139,6 +142,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.stop(idem.ErrClosed)
+	s.renewals.stop()
 	s.wg.Wait()
 	return nil
 }

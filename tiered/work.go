@@ -28,7 +28,8 @@ func (c *call) work(tier idem.Tier) outcome {
 		}
 	}
 	// The work ends with the Store: Close cancels it (cause idem.ErrClosed).
-	workCtx, cancel := context.WithCancelCause(&underStore{Context: c.ctx, base: s.base})
+	c.under = underStore{Context: c.ctx, base: s.base}
+	workCtx, cancel := context.WithCancelCause(&c.under)
 	defer cancel(nil)
 	fnCtx := context.Context(workCtx)
 	if tier != idem.TierNone && h.claimed() {
