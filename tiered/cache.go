@@ -1,7 +1,6 @@
 package tiered
 
 import (
-	"container/list"
 	"sync"
 	"time"
 
@@ -24,23 +23,35 @@ type cache struct {
 	shards []cacheShard
 }
 
-// cacheShard is an LRU over its share of the bounds.
+// cacheShard is an LRU over its share of the bounds. Its entries live in
+// one slice and are linked by index, most recently used first: once the
+// shard is full, a new entry takes the place of the one it evicts, so that
+// a put allocates nothing, and while entries are evicted in the order they
+// came (new keys, no replays) the evicted entry and its neighbours are next
+// to the ones evicted before them in memory.
 type cacheShard struct {
 	maxItems, maxBytes int
 
-	mu    sync.Mutex // guards items, order and bytes
-	items map[[idem.KeySize]byte]*list.Element
-	order *list.List // of *cacheEntry, most recently used first
-	bytes int
+	mu      sync.Mutex // guards the fields below
+	index   map[[idem.KeySize]byte]int32
+	entries []cacheEntry // up to maxItems; the unused ones are on the free list
+	head    int32        // most recently used entry, or none
+	tail    int32        // least recently used entry, or none
+	free    int32        // first unused entry, chained through next, or none
+	bytes   int
 
 	_ [64]byte // keep neighbouring shards' locks off one cache line
 }
+
+// none is the index of no entry.
+const none = -1
 
 type cacheEntry struct {
 	digest      [idem.KeySize]byte
 	fingerprint string
 	value       []byte
 	expires     time.Time
+	prev, next  int32 // neighbours in the LRU order, or in the free list (next)
 }
 
 func newCache(items, bytes int, ttl time.Duration) *cache {
@@ -54,8 +65,8 @@ func newCache(items, bytes int, ttl time.Duration) *cache {
 		// Shares that add up to the bounds exactly.
 		s.maxItems = items/n + btoi(i < items%n)
 		s.maxBytes = bytes/n + btoi(i < bytes%n)
-		s.items = make(map[[idem.KeySize]byte]*list.Element)
-		s.order = list.New()
+		s.index = make(map[[idem.KeySize]byte]int32)
+		s.head, s.tail, s.free = none, none, none
 	}
 	return c
 }
@@ -80,16 +91,17 @@ func (c *cache) get(key idem.Key, now time.Time) (fingerprint string, value []by
 	s := c.shard(&d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	el := s.items[d]
-	if el == nil {
+	i, ok := s.index[d]
+	if !ok {
 		return "", nil, false
 	}
-	e := el.Value.(*cacheEntry)
+	e := &s.entries[i]
 	if !now.Before(e.expires) {
-		s.remove(el)
+		s.remove(i)
 		return "", nil, false
 	}
-	s.order.MoveToFront(el)
+	s.unlink(i)
+	s.pushFront(i)
 	return e.fingerprint, e.value, true
 }
 
@@ -116,13 +128,27 @@ func (c *cache) put(key idem.Key, fingerprint string, value []byte, lives, now t
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if el := s.items[d]; el != nil {
-		s.remove(el)
+	if i, ok := s.index[d]; ok {
+		s.remove(i)
 	}
-	s.items[d] = s.order.PushFront(&cacheEntry{digest: d, fingerprint: fingerprint, value: value, expires: exp})
+	var i int32
+	switch {
+	case len(s.index) >= s.maxItems:
+		i = s.tail // full: the least recently used makes room
+		s.evict(i)
+	case s.free != none:
+		i = s.free
+		s.free = s.entries[i].next
+	default:
+		s.entries = append(s.entries, cacheEntry{})
+		i = int32(len(s.entries) - 1)
+	}
+	s.entries[i] = cacheEntry{digest: d, fingerprint: fingerprint, value: value, expires: exp}
+	s.index[d] = i
+	s.pushFront(i)
 	s.bytes += len(value)
-	for len(s.items) > s.maxItems || s.bytes > s.maxBytes {
-		s.remove(s.order.Back())
+	for s.bytes > s.maxBytes {
+		s.remove(s.tail)
 	}
 }
 
@@ -135,15 +161,52 @@ func (c *cache) len() int {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		n += len(s.items)
+		n += len(s.index)
 		s.mu.Unlock()
 	}
 	return n
 }
 
-// remove drops el. s.mu must be held.
-func (s *cacheShard) remove(el *list.Element) {
-	e := s.order.Remove(el).(*cacheEntry)
-	delete(s.items, e.digest)
+// remove drops entry i and puts it on the free list. s.mu must be held.
+func (s *cacheShard) remove(i int32) {
+	s.evict(i)
+	s.entries[i] = cacheEntry{next: s.free} // let go of the value
+	s.free = i
+}
+
+// evict takes entry i out of the LRU order and the index, for its place to
+// be reused at once. s.mu must be held.
+func (s *cacheShard) evict(i int32) {
+	e := &s.entries[i]
+	s.unlink(i)
+	delete(s.index, e.digest)
 	s.bytes -= len(e.value)
+}
+
+// pushFront makes entry i, which is in no list, the most recently used.
+// s.mu must be held.
+func (s *cacheShard) pushFront(i int32) {
+	e := &s.entries[i]
+	e.prev, e.next = none, s.head
+	if s.head != none {
+		s.entries[s.head].prev = i
+	} else {
+		s.tail = i
+	}
+	s.head = i
+}
+
+// unlink takes entry i out of the LRU order. s.mu must be held.
+func (s *cacheShard) unlink(i int32) {
+	e := &s.entries[i]
+	if e.prev != none {
+		s.entries[e.prev].next = e.next
+	} else {
+		s.head = e.next
+	}
+	if e.next != none {
+		s.entries[e.next].prev = e.prev
+	} else {
+		s.tail = e.prev
+	}
 }
