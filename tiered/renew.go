@@ -141,14 +141,19 @@ func (h *hold) renew() (decided, lost bool) {
 // the lease between attempts, until the tier accepts it (accepted is when
 // the accepted attempt was sent), refuses the token (idem.ErrLeaseLost) or
 // the result (idem.ErrTooLarge), the Store closes, or until passes (zero:
-// no bound); then it returns the last error.
-func (h *hold) complete(val []byte, until time.Time) (accepted time.Time, err error) {
+// no bound); then it returns the last error. now, when not zero, is a
+// reading of the clock taken just before: the first attempt's send time.
+func (h *hold) complete(val []byte, now, until time.Time) (accepted time.Time, err error) {
 	c, s := h.c, h.c.s
 	layer, token := h.claim()
 	pause := s.retryPause()
 	for {
-		sent := time.Now()
-		ctx, cancel := s.holdBounds(h.tier).call(c.ctx, sent)
+		sent := now
+		if sent.IsZero() {
+			sent = time.Now()
+		}
+		now = time.Time{} // the next attempt reads the clock
+		ctx, cancel := c.bounded(s.holdBounds(h.tier), boundCompletion, sent)
 		err = layer.Complete(ctx, c.key, token, val, s.cfg.retention)
 		cancel()
 		c.tierCall(h.tier, sent, err)

@@ -262,7 +262,7 @@ func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 			return o.result, o.err
 		}
 	}
-	c := &call{s: s, ctx: ctx, key: key, fn: fn}
+	c := &call{s: s, ctx: ctx, key: key, fn: fn, start: start}
 	c.flight = flightKey{digest: key.Digest(), fp: fingerprint}
 	part := &s.flights[c.flight.digest[0]%flightShards]
 	cancellable := ctx.Done() != nil
