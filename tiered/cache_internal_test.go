@@ -115,15 +115,22 @@ func TestCacheConcurrent(t *testing.T) {
 
 // The cache agrees with a plain LRU of each part, whatever mix of puts,
 // replaced keys, reads and expiries it sees: its entries are reused in
-// place, so this checks that no reuse loses or revives an entry.
+// place and its index is a table of its own, so this checks that no reuse,
+// insertion or deletion loses or revives an entry.
 func TestCacheMatchesAPlainLRU(t *testing.T) {
+	for _, tc := range []struct{ perPart, keys int }{{3, 200}, {40, 3000}} {
+		t.Run(strconv.Itoa(tc.perPart), func(t *testing.T) { testCacheMatchesAPlainLRU(t, tc.perPart, tc.keys) })
+	}
+}
+
+func testCacheMatchesAPlainLRU(t *testing.T, perPart, keys int) {
 	type item struct {
 		d       [idem.KeySize]byte
 		fp      string
 		value   []byte
 		expires time.Time
 	}
-	const items, bytes = 3 * cacheShards, 3 * cacheShards * 10
+	items, bytes := perPart*cacheShards, perPart*cacheShards*10
 	c := newCache(items, bytes, time.Minute)
 	model := make([][]item, len(c.shards)) // per part, most recent first
 	part := func(d [idem.KeySize]byte) int { return int(d[0]) % len(c.shards) }
@@ -149,7 +156,7 @@ func TestCacheMatchesAPlainLRU(t *testing.T) {
 		return int(seed>>33) % n
 	}
 	for op := range 20000 {
-		k := cacheKey(rnd(200))
+		k := cacheKey(rnd(keys))
 		d := k.Digest()
 		p := part(d)
 		switch rnd(4) {
@@ -189,8 +196,8 @@ func TestCacheMatchesAPlainLRU(t *testing.T) {
 	}
 	for p := range model {
 		s := &c.shards[p]
-		if len(s.index) != len(model[p]) || s.bytes != used(p) {
-			t.Fatalf("part %d: %d entries, %d bytes; the plain LRU has %d, %d", p, len(s.index), s.bytes, len(model[p]), used(p))
+		if s.n != len(model[p]) || s.bytes != used(p) {
+			t.Fatalf("part %d: %d entries, %d bytes; the plain LRU has %d, %d", p, s.n, s.bytes, len(model[p]), used(p))
 		}
 		j := 0
 		for i := s.head; i != none; i = s.entries[i].next {
