@@ -20,6 +20,7 @@ type call struct {
 	key    idem.Key
 	fn     Func
 	flight flightKey // the key's digest and the fingerprint
+	part   *flights  // the part of the table of calls in flight that holds it
 
 	start    time.Time // when the execution began deciding
 	deadline time.Time // start + the Store's wait: when waiting for another owner ends
@@ -34,17 +35,18 @@ type call struct {
 
 	out outcome
 
-	// The owner's hold on its claims and their renewal, and the parent of
-	// the work's context: part of the call, so that an execution costs one
-	// allocation for them all.
-	h     hold
-	ren   renewal
-	under underStore
+	// The owner's hold on its claims and their renewal: part of the call,
+	// so that an execution costs one allocation for them all.
+	h   hold
+	ren renewal
 	// bound holds the contexts of the first tier call of each purpose (see
 	// bounded); each is written once, before its call, and never again.
 	bound [boundPurposes]boundCtx
 
 	done chan struct{} // closed when out is set; guarded by the flight part's mu
+	// cancelWork cancels the work's context, once it is made; guarded by
+	// the flight part's mu. Close cancels the work through it.
+	cancelWork context.CancelCauseFunc
 }
 
 // The purposes of the tier calls whose first context is part of the call:

@@ -28,11 +28,11 @@ type hold struct {
 }
 
 // hold returns the call's hold on its claims, as they stand after the
-// phases that claimed them. It lives in the call, which it outlives in no
-// goroutine.
+// phases that claimed them. It lives in the call; the call's work takes it
+// once.
 func (c *call) hold() *hold {
 	h := &c.h
-	*h = hold{c: c}
+	h.c = c // the rest is zero: the call is new
 	switch {
 	case c.sqlToken != "":
 		h.tier, h.renewed = idem.TierSQL, c.sqlSent
@@ -198,8 +198,8 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 	if s.closed.Load() {
 		return nil // closed: the work's context is cancelled already
 	}
-	r := &h.c.ren
-	*r = renewal{h: h, cancel: cancel, due: h.renewed.Add(s.cfg.lease / 3)}
+	r := &h.c.ren // zero: the call is new, and renews once
+	r.h, r.cancel, r.due = h, cancel, h.renewed.Add(s.cfg.lease/3)
 	// Most work ends before its first renewal: the renewer starts only when
 	// that is due, so short work costs a place in the Store's queue, not a
 	// goroutine nor a timer of its own (see renewals).

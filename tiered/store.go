@@ -143,6 +143,9 @@ func (s *Store) Close() error {
 	}
 	s.stop(idem.ErrClosed)
 	s.renewals.stop()
+	for i := range s.flights {
+		s.flights[i].cancelWork(idem.ErrClosed)
+	}
 	s.wg.Wait()
 	return nil
 }
@@ -265,6 +268,7 @@ func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 	c := &call{s: s, ctx: ctx, key: key, fn: fn, start: start}
 	c.flight = flightKey{digest: key.Digest(), fp: fingerprint}
 	part := &s.flights[c.flight.digest[0]%flightShards]
+	c.part = part
 	cancellable := ctx.Done() != nil
 	if cancellable {
 		c.done = make(chan struct{}) // this caller waits on it if it leads

@@ -29,10 +29,17 @@ func (c *call) work(tier idem.Tier) outcome {
 		}
 		now = time.Now()
 	}
-	// The work ends with the Store: Close cancels it (cause idem.ErrClosed).
-	c.under = underStore{Context: c.ctx, base: s.base}
-	workCtx, cancel := context.WithCancelCause(&c.under)
+	// The work ends with the Store: Close cancels it (cause idem.ErrClosed)
+	// through the table of calls in flight, which holds this call, rather
+	// than through a child registered with the Store's context for every
+	// execution. A Close that did not find the cancel there has set closed
+	// before this reads it.
+	workCtx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
+	c.part.setWork(c, cancel)
+	if s.closed.Load() {
+		cancel(idem.ErrClosed)
+	}
 	fnCtx := context.Context(workCtx)
 	if tier != idem.TierNone && h.claimed() {
 		// A deciding tier claimed the key: fn may read its reservation,
@@ -239,27 +246,6 @@ func (c *call) publish(val []byte, lives time.Time) {
 // at sent, into Redis for what it has left to live.
 func (c *call) backfill(rec idem.Record, sent time.Time) {
 	c.publishLater(rec.Result, lives(rec, sent))
-}
-
-// underStore is an execution's values (its leading caller's, detached)
-// under the Store's cancellation, the parent of the work's context. Values
-// are looked up in the Store's context first: it holds none of its own, so
-// no caller's value changes, and context.WithCancel then finds the Store's
-// context as the nearest cancellable parent and registers the work with it
-// directly, rather than through a watcher per execution.
-type underStore struct {
-	context.Context
-	base context.Context
-}
-
-func (c *underStore) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c *underStore) Done() <-chan struct{}       { return c.base.Done() }
-func (c *underStore) Err() error                  { return c.base.Err() }
-func (c *underStore) Value(key any) any {
-	if v := c.base.Value(key); v != nil {
-		return v
-	}
-	return c.Context.Value(key)
 }
 
 // runFn runs fn, turning a panic into a *PanicError.
