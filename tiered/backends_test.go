@@ -92,7 +92,8 @@ func TestColdDuplicateSkipsSQL(t *testing.T) {
 	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
 		a := st.Store(t)
 		sql := faultlayer.New(st.SQLLayer(t))
-		b, err := tiered.New(tiered.WithRedis(st.RedisLayer(t)), tiered.WithSQL(sql), tiered.WithLocalCache(0, 0, 0))
+		redis := st.RedisLayer(t)
+		b, err := tiered.New(tiered.WithRedis(redis), tiered.WithSQL(sql), tiered.WithLocalCache(0, 0, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,6 +103,13 @@ func TestColdDuplicateSkipsSQL(t *testing.T) {
 		if _, err := a.Do(t.Context(), k, "fp", c.fn("paid")); err != nil {
 			t.Fatal(err)
 		}
+		// The result reaches Redis off a's critical path, once SQL holds it.
+		eventually(t, func() error {
+			if rec, err := redis.Get(t.Context(), k); err != nil || !rec.Completed() {
+				return fmt.Errorf("redis holds %+v, %v", rec, err)
+			}
+			return nil
+		})
 		r, err := b.Do(t.Context(), k, "fp", c.fn("again"))
 		if err != nil || !r.Replayed || r.Tier != idem.TierRedis || string(r.Value) != "paid" {
 			t.Fatalf("cold duplicate: %+v, %v; want a Redis replay", r, err)

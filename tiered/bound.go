@@ -48,6 +48,14 @@ func newBounds(timeout time.Duration) *bounds {
 // Without a timeout (0: no bound of the Store's own) ctx is returned as it
 // is.
 func (b *bounds) call(ctx context.Context, now time.Time) (context.Context, context.CancelFunc) {
+	return b.callIn(ctx, now, nil)
+}
+
+// callIn is call, with the shared slot's context for ctx made in into when
+// into is not nil, rather than allocated. into must not be in use: a layer
+// may hold the context it was given until its call returns, and the
+// context must not change meanwhile.
+func (b *bounds) callIn(ctx context.Context, now time.Time, into *boundCtx) (context.Context, context.CancelFunc) {
 	if b.timeout == 0 {
 		return ctx, noCancel
 	}
@@ -58,7 +66,11 @@ func (b *bounds) call(ctx context.Context, now time.Time) (context.Context, cont
 	if sl == nil || !now.Before(sl.until) {
 		sl = b.next(now)
 	}
-	return &boundCtx{Context: ctx, deadline: sl.ctx}, noCancel
+	if into == nil {
+		into = new(boundCtx)
+	}
+	*into = boundCtx{Context: ctx, deadline: sl.ctx}
+	return into, noCancel
 }
 
 func noCancel() {}

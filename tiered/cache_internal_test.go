@@ -112,3 +112,99 @@ func TestCacheConcurrent(t *testing.T) {
 		t.Errorf("%d cached, bound 64", n)
 	}
 }
+
+// The cache agrees with a plain LRU of each part, whatever mix of puts,
+// replaced keys, reads and expiries it sees: its entries are reused in
+// place and its index is a table of its own, so this checks that no reuse,
+// insertion or deletion loses or revives an entry.
+func TestCacheMatchesAPlainLRU(t *testing.T) {
+	for _, tc := range []struct{ perPart, keys int }{{3, 200}, {40, 3000}} {
+		t.Run(strconv.Itoa(tc.perPart), func(t *testing.T) { testCacheMatchesAPlainLRU(t, tc.perPart, tc.keys) })
+	}
+}
+
+func testCacheMatchesAPlainLRU(t *testing.T, perPart, keys int) {
+	type item struct {
+		d       [idem.KeySize]byte
+		fp      string
+		value   []byte
+		expires time.Time
+	}
+	items, bytes := perPart*cacheShards, perPart*cacheShards*10
+	c := newCache(items, bytes, time.Minute)
+	model := make([][]item, len(c.shards)) // per part, most recent first
+	part := func(d [idem.KeySize]byte) int { return int(d[0]) % len(c.shards) }
+	drop := func(p, j int) { model[p] = append(model[p][:j], model[p][j+1:]...) }
+	find := func(p int, d [idem.KeySize]byte) int {
+		for j, it := range model[p] {
+			if it.d == d {
+				return j
+			}
+		}
+		return -1
+	}
+	used := func(p int) (n int) {
+		for _, it := range model[p] {
+			n += len(it.value)
+		}
+		return n
+	}
+	now := time.Now()
+	seed := uint64(1)
+	rnd := func(n int) int { // a fixed sequence, the same on every run
+		seed = seed*6364136223846793005 + 1442695040888963407
+		return int(seed>>33) % n
+	}
+	for op := range 20000 {
+		k := cacheKey(rnd(keys))
+		d := k.Digest()
+		p := part(d)
+		switch rnd(4) {
+		case 0, 1:
+			fp := "fp" + strconv.Itoa(op)
+			value := make([]byte, rnd(12))
+			lives := now.Add(time.Duration(1+rnd(40)) * time.Second)
+			c.put(k, fp, value, lives, now)
+			if j := find(p, d); j >= 0 {
+				drop(p, j)
+			}
+			model[p] = append([]item{{d, fp, value, lives}}, model[p]...)
+			for len(model[p]) > c.shards[p].maxItems || used(p) > c.shards[p].maxBytes {
+				drop(p, len(model[p])-1)
+			}
+		case 2:
+			fp, v, ok := c.get(k, now)
+			j := find(p, d)
+			if j >= 0 && !now.Before(model[p][j].expires) {
+				drop(p, j)
+				j = -1
+			}
+			if ok != (j >= 0) {
+				t.Fatalf("op %d: cached %v, the plain LRU says %v", op, ok, j >= 0)
+			}
+			if ok {
+				it := model[p][j]
+				if fp != it.fp || len(v) != len(it.value) {
+					t.Fatalf("op %d: got %q, %d bytes; want %q, %d bytes", op, fp, len(v), it.fp, len(it.value))
+				}
+				drop(p, j)
+				model[p] = append([]item{it}, model[p]...)
+			}
+		case 3:
+			now = now.Add(time.Duration(rnd(3)) * time.Second)
+		}
+	}
+	for p := range model {
+		s := &c.shards[p]
+		if s.n != len(model[p]) || s.bytes != used(p) {
+			t.Fatalf("part %d: %d entries, %d bytes; the plain LRU has %d, %d", p, s.n, s.bytes, len(model[p]), used(p))
+		}
+		j := 0
+		for i := s.head; i != none; i = s.entries[i].next {
+			if s.entries[i].digest != model[p][j].d {
+				t.Fatalf("part %d: entry %d out of order", p, j)
+			}
+			j++
+		}
+	}
+}

@@ -20,6 +20,7 @@ type call struct {
 	key    idem.Key
 	fn     Func
 	flight flightKey // the key's digest and the fingerprint
+	part   *flights  // the part of the table of calls in flight that holds it
 
 	start    time.Time // when the execution began deciding
 	deadline time.Time // start + the Store's wait: when waiting for another owner ends
@@ -34,7 +35,41 @@ type call struct {
 
 	out outcome
 
+	// The owner's hold on its claims and their renewal: part of the call,
+	// so that an execution costs one allocation for them all.
+	h   hold
+	ren renewal
+	// bound holds the contexts of the first tier call of each purpose (see
+	// bounded); each is written once, before its call, and never again.
+	bound [boundPurposes]boundCtx
+
 	done chan struct{} // closed when out is set; guarded by the flight part's mu
+	// cancelWork cancels the work's context, once it is made; guarded by
+	// the flight part's mu. Close cancels the work through it.
+	cancelWork context.CancelCauseFunc
+}
+
+// The purposes of the tier calls whose first context is part of the call:
+// the ones every execution makes.
+const (
+	boundRedisClaim = iota
+	boundSQLClaim
+	boundCompletion
+	boundPurposes
+)
+
+// bounded returns the context of a tier call for purpose made now, bounded
+// by b (see bounds.call). The first call of each purpose gets the call's own
+// storage for it, so that an execution allocates no context for its claims
+// and its completion; later ones (retries, polls) allocate. The calls of one
+// purpose are never made concurrently: each kind is made by one goroutine
+// at a time, the next one only after the last returned.
+func (c *call) bounded(b *bounds, purpose int, now time.Time) (context.Context, context.CancelFunc) {
+	var into *boundCtx
+	if c.bound[purpose].Context == nil {
+		into = &c.bound[purpose]
+	}
+	return b.callIn(c.ctx, now, into)
 }
 
 // fp returns the call's fingerprint.
@@ -56,7 +91,9 @@ func (c *call) lead(part *flights) {
 // execute decides who runs fn for the key and runs it if this process won.
 func (c *call) execute() outcome {
 	s := c.s
-	c.start = time.Now()
+	if c.start.IsZero() { // else Do's reading, taken just before
+		c.start = time.Now()
+	}
 	c.deadline = c.start.Add(s.cfg.wait)
 	if s.sql != nil && s.redis != nil && s.guess.likely() {
 		return c.executeOverlapped() // see overlap.go
@@ -207,10 +244,15 @@ func (c *call) askSQL(first *tierAnswer) (o outcome, done bool) {
 	waited := false
 	for pause := s.cfg.pollMin; ; pause = min(2*pause, s.cfg.pollMax) {
 		var a tierAnswer
-		if first != nil {
+		switch {
+		case first != nil:
 			a, first = *first, nil
-		} else {
-			a = c.reserveSQL()
+		case s.redis == nil && !waited:
+			// The first claim, sent as the execution begins: its reading of
+			// the clock serves.
+			a = c.reserveSQL(c.start)
+		default:
+			a = c.reserveSQL(time.Now())
 		}
 		rec, claimed, err, sent := a.rec, a.claimed, a.err, a.sent
 		if err != nil {

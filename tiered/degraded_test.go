@@ -3,6 +3,9 @@ package tiered_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,6 +194,45 @@ func TestStalledOwnerLosesLease(t *testing.T) {
 	}
 	if rec.count("lease_lost") == 0 {
 		t.Fatal("lease loss not observed")
+	}
+}
+
+// Close cancels the work of every execution, also of those that begin it
+// while Close runs: none is left running on a context Close did not reach.
+func TestCloseCancelsWorkBeginningMeanwhile(t *testing.T) {
+	s, err := tiered.New(tiered.WithSQL(newMem(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 50
+	var wg sync.WaitGroup
+	var started, stopped atomic.Int64
+	begin := make(chan struct{})
+	for i := range calls {
+		wg.Go(func() {
+			<-begin
+			_, _ = s.Do(t.Context(), newKey(t), "fp", func(ctx context.Context) ([]byte, error) {
+				started.Add(1)
+				select {
+				case <-ctx.Done():
+					if errors.Is(context.Cause(ctx), idem.ErrClosed) {
+						stopped.Add(1)
+					}
+				case <-time.After(10 * time.Second):
+					t.Errorf("call %d: its work was never cancelled", i)
+				}
+				return nil, ctx.Err()
+			})
+		})
+	}
+	close(begin)
+	for started.Load() < calls/2 { // Close while the rest are still beginning
+		runtime.Gosched()
+	}
+	_ = s.Close()
+	wg.Wait()
+	if started.Load() != stopped.Load() {
+		t.Fatalf("%d works began, %d were cancelled by Close", started.Load(), stopped.Load())
 	}
 }
 

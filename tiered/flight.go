@@ -1,6 +1,7 @@
 package tiered
 
 import (
+	"context"
 	"sync"
 
 	"github.com/idemkit/idem"
@@ -26,7 +27,7 @@ type flightKey struct {
 // waiting on another instance does (DESIGN: in-process duplicates are
 // duplicates too), while the leader waits for its own work.
 type flights struct {
-	mu    sync.Mutex // guards calls, and the done field of every call in it
+	mu    sync.Mutex // guards calls, and the done and cancelWork fields of every call in it
 	calls map[flightKey]*call
 
 	_ [40]byte // keep neighbouring parts' locks off one cache line
@@ -50,6 +51,24 @@ func (f *flights) join(c *call) (*call, bool) {
 	}
 	f.calls[c.flight] = c
 	return c, true
+}
+
+// setWork records the cancel of c's work, which c leads, for Close.
+func (f *flights) setWork(c *call, cancel context.CancelCauseFunc) {
+	f.mu.Lock()
+	c.cancelWork = cancel
+	f.mu.Unlock()
+}
+
+// cancelWork cancels with cause the work of every call in f that began it.
+func (f *flights) cancelWork(cause error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.calls {
+		if c.cancelWork != nil {
+			c.cancelWork(cause)
+		}
+	}
 }
 
 // leave ends c, whose outcome is set: later callers start a new execution,

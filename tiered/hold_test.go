@@ -136,3 +136,61 @@ func eventually(t *testing.T, check func() error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Executions of different lengths that overlap all keep their claims: each
+// long one is renewed when its own renewal is due, whatever the others do,
+// so that a duplicate on another instance never takes one over.
+func TestOverlappingExecutionsEachRenewed(t *testing.T) {
+	const lease = 150 * time.Millisecond
+	shared := newMem(t)
+	rec := newRecorder()
+	owner := newStore(t, tiered.WithSQL(shared), tiered.WithLease(lease), tiered.WithObserver(rec))
+	dup := newStore(t, tiered.WithSQL(shared), tiered.WithLease(lease), tiered.WithWait(0), tiered.WithLocalCache(0, 0, 0))
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var once sync.Once
+	end := func() { once.Do(func() { close(release) }) }
+	defer end() // before the wait, and before the Stores close
+	long := []idem.Key{newKey(t), newKey(t), newKey(t)}
+	for i, k := range long {
+		started := make(chan struct{})
+		wg.Go(func() {
+			_, err := owner.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) {
+				close(started)
+				<-release
+				return []byte("long"), nil
+			})
+			if err != nil {
+				t.Errorf("long execution %d: %v", i, err)
+			}
+		})
+		<-started
+		time.Sleep(lease / 5) // each is due at another time
+	}
+	var dupRuns atomic.Int64
+	for end := time.Now().Add(4 * lease); time.Now().Before(end); {
+		var short counter
+		if _, err := owner.Do(t.Context(), newKey(t), "fp", short.fn("short")); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range long {
+			_, err := dup.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) {
+				dupRuns.Add(1)
+				return nil, nil
+			})
+			if !errors.Is(err, idem.ErrInFlight) {
+				t.Fatalf("duplicate of a long execution: %v, want ErrInFlight", err)
+			}
+		}
+		time.Sleep(lease / 10)
+	}
+	end()
+	wg.Wait()
+	if dupRuns.Load() != 0 || rec.count("lease_lost") != 0 {
+		t.Fatalf("duplicates ran %d times, events %v", dupRuns.Load(), rec.counts)
+	}
+	if n := rec.count("renewed"); n < 3*len(long) {
+		t.Fatalf("%d renewals, want at least 3 for each long execution", n)
+	}
+}

@@ -79,18 +79,19 @@ type tierAnswer struct {
 func (c *call) reserveRedis(now time.Time) (a tierAnswer) {
 	s := c.s
 	a.sent = now
-	ctx, cancel := s.redisBounds.call(c.ctx, now)
+	ctx, cancel := c.bounded(s.redisBounds, boundRedisClaim, now)
 	a.rec, a.claimed, a.err = s.redis.Reserve(ctx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
 	cancel()
 	c.tierCall(idem.TierRedis, now, a.err)
 	return a
 }
 
-// reserveSQL sends one SQL Reserve for the call.
-func (c *call) reserveSQL() (a tierAnswer) {
+// reserveSQL sends one SQL Reserve for the call, now: a reading of the
+// clock taken just before (the lease is counted from it).
+func (c *call) reserveSQL(now time.Time) (a tierAnswer) {
 	s := c.s
-	a.sent = time.Now()
-	ctx, cancel := s.sqlBounds.call(c.ctx, a.sent)
+	a.sent = now
+	ctx, cancel := c.bounded(s.sqlBounds, boundSQLClaim, a.sent)
 	a.rec, a.claimed, a.err = s.sql.Reserve(ctx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
 	cancel()
 	c.tierCall(idem.TierSQL, a.sent, a.err)
@@ -112,7 +113,7 @@ func (c *call) executeOverlapped() outcome {
 			redis <- c.reserveRedis(c.start) // closing: no goroutines; one after the other
 		}
 	}
-	sql := c.reserveSQL()
+	sql := c.reserveSQL(c.start) // sent as the execution begins
 	if redis != nil {
 		a := <-redis
 		if o, done := c.askRedis(&a); done {

@@ -28,9 +28,11 @@ type hold struct {
 }
 
 // hold returns the call's hold on its claims, as they stand after the
-// phases that claimed them.
+// phases that claimed them. It lives in the call; the call's work takes it
+// once.
 func (c *call) hold() *hold {
-	h := &hold{c: c}
+	h := &c.h
+	h.c = c // the rest is zero: the call is new
 	switch {
 	case c.sqlToken != "":
 		h.tier, h.renewed = idem.TierSQL, c.sqlSent
@@ -139,14 +141,19 @@ func (h *hold) renew() (decided, lost bool) {
 // the lease between attempts, until the tier accepts it (accepted is when
 // the accepted attempt was sent), refuses the token (idem.ErrLeaseLost) or
 // the result (idem.ErrTooLarge), the Store closes, or until passes (zero:
-// no bound); then it returns the last error.
-func (h *hold) complete(val []byte, until time.Time) (accepted time.Time, err error) {
+// no bound); then it returns the last error. now, when not zero, is a
+// reading of the clock taken just before: the first attempt's send time.
+func (h *hold) complete(val []byte, now, until time.Time) (accepted time.Time, err error) {
 	c, s := h.c, h.c.s
 	layer, token := h.claim()
 	pause := s.retryPause()
 	for {
-		sent := time.Now()
-		ctx, cancel := s.holdBounds(h.tier).call(c.ctx, sent)
+		sent := now
+		if sent.IsZero() {
+			sent = time.Now()
+		}
+		now = time.Time{} // the next attempt reads the clock
+		ctx, cancel := c.bounded(s.holdBounds(h.tier), boundCompletion, sent)
 		err = layer.Complete(ctx, c.key, token, val, s.cfg.retention)
 		cancel()
 		c.tierCall(h.tier, sent, err)
@@ -188,22 +195,28 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 		return nil
 	}
 	s := h.c.s
-	if !s.track() {
+	if s.closed.Load() {
 		return nil // closed: the work's context is cancelled already
 	}
-	r := &renewal{h: h, cancel: cancel}
+	r := &h.c.ren // zero: the call is new, and renews once
+	r.h, r.cancel, r.due = h, cancel, h.renewed.Add(s.cfg.lease/3)
 	// Most work ends before its first renewal: the renewer starts only when
-	// that is due, so short work costs a timer, not a goroutine (nor the
-	// renewer's channels).
-	r.timer = time.AfterFunc(max(time.Until(h.renewed.Add(s.cfg.lease/3)), 0), r.run)
+	// that is due, so short work costs a place in the Store's queue, not a
+	// goroutine nor a timer of its own (see renewals).
+	s.renewals.add(s, r)
 	return r
 }
 
-// renewal is the renewer of one execution's claims while fn runs.
+// renewal is the renewer of one execution's claims while fn runs. It lives
+// in the call.
 type renewal struct {
 	h      *hold
 	cancel context.CancelCauseFunc // the work's
-	timer  *time.Timer
+	due    time.Time               // when the first renewal is due
+
+	// The place in the Store's queue of renewals; guarded by its mu.
+	prev, next *renewal
+	queued     bool // in the queue: the renewer has not been started
 
 	mu      sync.Mutex
 	stopped bool          // stop was called
@@ -268,9 +281,8 @@ func (r *renewal) stop() {
 	if r == nil {
 		return
 	}
-	if r.timer.Stop() {
-		r.h.c.s.wg.Done() // the renewer never started
-		return
+	if r.h.c.s.renewals.remove(r) {
+		return // the renewer never started
 	}
 	r.mu.Lock()
 	r.stopped = true

@@ -62,6 +62,9 @@ type Store struct {
 	// completion attempt its own, at most lease/8 (see hold).
 	redisBounds, sqlBounds         *bounds
 	redisHoldBounds, sqlHoldBounds *bounds
+	// renewals starts the renewers of executions whose work outlasts
+	// lease/3.
+	renewals renewals
 
 	base   context.Context // parent of all work; cancelled by Close
 	stop   context.CancelCauseFunc
@@ -139,6 +142,10 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.stop(idem.ErrClosed)
+	s.renewals.stop()
+	for i := range s.flights {
+		s.flights[i].cancelWork(idem.ErrClosed)
+	}
 	s.wg.Wait()
 	return nil
 }
@@ -258,9 +265,10 @@ func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 			return o.result, o.err
 		}
 	}
-	c := &call{s: s, ctx: ctx, key: key, fn: fn}
+	c := &call{s: s, ctx: ctx, key: key, fn: fn, start: start}
 	c.flight = flightKey{digest: key.Digest(), fp: fingerprint}
 	part := &s.flights[c.flight.digest[0]%flightShards]
+	c.part = part
 	cancellable := ctx.Done() != nil
 	if cancellable {
 		c.done = make(chan struct{}) // this caller waits on it if it leads

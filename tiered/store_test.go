@@ -78,6 +78,16 @@ func TestDoRunsOnceAndReplays(t *testing.T) {
 			if err != nil || r1.Replayed || string(r1.Value) != "charged" {
 				t.Fatalf("first Do = %+v, %v", r1, err)
 			}
+			if mode == "redis+sql" {
+				// The result reaches Redis off the first call's critical
+				// path, once SQL holds it.
+				eventually(t, func() error {
+					if rec, err := redis.Get(t.Context(), k); err != nil || !rec.Completed() {
+						return fmt.Errorf("redis holds %+v, %v", rec, err)
+					}
+					return nil
+				})
+			}
 			r2, err := b.Do(t.Context(), k, "fp", c.fn("again"))
 			if err != nil || !r2.Replayed || string(r2.Value) != "charged" {
 				t.Fatalf("second Do = %+v, %v; want the first result replayed", r2, err)

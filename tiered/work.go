@@ -17,7 +17,8 @@ import (
 func (c *call) work(tier idem.Tier) outcome {
 	s := c.s
 	h := c.hold()
-	if h.claimed() && time.Until(h.expiry) < s.cfg.lease/3 {
+	now := time.Now()
+	if h.claimed() && h.expiry.Sub(now) < s.cfg.lease/3 {
 		// The claim's answer came late: too little of the lease is left to
 		// start the work safely. Renew first, or give the claim up.
 		if decided, lost := h.renew(); lost || !decided {
@@ -26,10 +27,19 @@ func (c *call) work(tier idem.Tier) outcome {
 			c.observe(idem.EventLeaseLost, tier, 0, err)
 			return outcome{result: Result{Tier: tier}, err: err}
 		}
+		now = time.Now()
 	}
-	// The work ends with the Store: Close cancels it (cause idem.ErrClosed).
-	workCtx, cancel := context.WithCancelCause(&underStore{Context: c.ctx, base: s.base})
+	// The work ends with the Store: Close cancels it (cause idem.ErrClosed)
+	// through the table of calls in flight, which holds this call, rather
+	// than through a child registered with the Store's context for every
+	// execution. A Close that did not find the cancel there has set closed
+	// before this reads it.
+	workCtx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
+	c.part.setWork(c, cancel)
+	if s.closed.Load() {
+		cancel(idem.ErrClosed)
+	}
 	fnCtx := context.Context(workCtx)
 	if tier != idem.TierNone && h.claimed() {
 		// A deciding tier claimed the key: fn may read its reservation,
@@ -40,10 +50,10 @@ func (c *call) work(tier idem.Tier) outcome {
 		fnCtx = idem.ContextWithReservation(workCtx, res)
 	}
 	r := h.renewWhile(cancel)
-	began := time.Now()
 	val, err := runFn(fnCtx, c.fn)
 	r.stop()
-	took := time.Since(began)
+	end := time.Now()
+	took := end.Sub(now)
 	if h.reserved {
 		written, inTx, refused := h.owner.End()
 		if inTx {
@@ -73,26 +83,28 @@ func (c *call) work(tier idem.Tier) outcome {
 	// fn succeeded. Even if renewal gave up, complete: when no one took over,
 	// the token still works and the result is kept; when someone did, the
 	// layer says ErrLeaseLost and the winner's result stays.
-	return c.finish(h, val, tier, took)
+	return c.finish(h, val, tier, took, end)
 }
 
 // finish completes the deciding claim with val and hands the result on to
 // Redis and the local cache. The caller hears of success only once the
 // deciding tier accepted the result; a completion still pending after half
-// the lease goes on in the background, holding the lease.
-func (c *call) finish(h *hold, val []byte, tier idem.Tier, took time.Duration) outcome {
+// the lease goes on in the background, holding the lease. now is a reading
+// of the clock taken as fn returned.
+func (c *call) finish(h *hold, val []byte, tier idem.Tier, took time.Duration, now time.Time) outcome {
 	s := c.s
 	if !h.claimed() { // WithFailOpen with no claim anywhere: nothing to keep
 		c.observe(idem.EventNew, tier, took, nil)
 		return outcome{result: Result{Value: val, Tier: tier}}
 	}
 	stored := val
-	accepted, err := h.complete(stored, time.Now().Add(s.cfg.lease/2))
+	accepted, err := h.complete(stored, now, now.Add(s.cfg.lease/2))
 	if errors.Is(err, idem.ErrTooLarge) {
 		// The work ran once; its result cannot be kept. Complete the key
 		// with the marker that says so, so that retries never run it again.
 		stored = tooLargeMarker
-		accepted, err = h.complete(stored, time.Now().Add(s.cfg.lease/2))
+		now = time.Now()
+		accepted, err = h.complete(stored, now, now.Add(s.cfg.lease/2))
 	}
 	switch {
 	case err == nil:
@@ -132,7 +144,9 @@ func (c *call) stored(h *hold, val []byte, accepted time.Time) {
 	if h.tier == idem.TierSQL {
 		c.publishLater(val, lives)
 	}
-	s.cache.put(c.key, c.fp(), val, lives, time.Now())
+	// The cache counts from when the completion was sent: its entry lives
+	// no longer than from now would, never longer than the record.
+	s.cache.put(c.key, c.fp(), val, lives, accepted)
 }
 
 // finishLater goes on completing the deciding claim in the background until
@@ -145,7 +159,7 @@ func (c *call) finishLater(h *hold, val []byte) {
 	}
 	go func() {
 		defer s.wg.Done()
-		accepted, err := h.complete(val, time.Time{})
+		accepted, err := h.complete(val, time.Time{}, time.Time{})
 		switch {
 		case err == nil:
 			c.stored(h, val, accepted)
@@ -232,27 +246,6 @@ func (c *call) publish(val []byte, lives time.Time) {
 // at sent, into Redis for what it has left to live.
 func (c *call) backfill(rec idem.Record, sent time.Time) {
 	c.publishLater(rec.Result, lives(rec, sent))
-}
-
-// underStore is an execution's values (its leading caller's, detached)
-// under the Store's cancellation, the parent of the work's context. Values
-// are looked up in the Store's context first: it holds none of its own, so
-// no caller's value changes, and context.WithCancel then finds the Store's
-// context as the nearest cancellable parent and registers the work with it
-// directly, rather than through a watcher per execution.
-type underStore struct {
-	context.Context
-	base context.Context
-}
-
-func (c *underStore) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c *underStore) Done() <-chan struct{}       { return c.base.Done() }
-func (c *underStore) Err() error                  { return c.base.Err() }
-func (c *underStore) Value(key any) any {
-	if v := c.base.Value(key); v != nil {
-		return v
-	}
-	return c.Context.Value(key)
 }
 
 // runFn runs fn, turning a panic into a *PanicError.
