@@ -55,8 +55,22 @@ type Layer struct {
 	maxResult int
 
 	mu      sync.Mutex // guards records and ops
-	records map[[idem.KeySize]byte]*entry
+	records map[[idem.KeySize]byte]slot
 	ops     int
+}
+
+// slot is what records holds for a key: the entry, and a hint of when it
+// expires that a sweep reads where the map keeps it, rather than following
+// every pointer to wherever each entry was allocated. The hint is the
+// entry's expiry when it was stored (or last looked at by a sweep), in the
+// clock's Unix nanoseconds. It never decides: a sweep follows the pointer
+// once the hint has passed, and the entry's own expiresAt says whether it
+// goes. A record whose life was shortened after the hint was set (a
+// completion with a TTL shorter than its lease) is invisible from its own
+// expiry on, as every expired record is, and swept once the hint passes.
+type slot struct {
+	e    *entry
+	hint int64
 }
 
 // entry is one stored record. It is only read or written with Layer.mu held.
@@ -77,7 +91,7 @@ type entry struct {
 // given nonsense make it fail with an error that names each of them and
 // wraps idem.ErrConfig.
 func New(opts ...Option) (*Layer, error) {
-	l := &Layer{now: time.Now, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]*entry)}
+	l := &Layer{now: time.Now, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]slot)}
 	var errs []error
 	for _, o := range opts {
 		if o == nil {
@@ -112,7 +126,7 @@ func check(ctx context.Context, key idem.Key) error {
 // must be held.
 func (l *Layer) live(key idem.Key, now time.Time) *entry {
 	d := key.Digest()
-	e := l.records[d]
+	e := l.records[d].e
 	if e == nil {
 		return nil
 	}
@@ -180,7 +194,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		leaseUntil:  now.Add(lease),
 		expiresAt:   now.Add(max(ttl, lease)),
 	}
-	l.records[key.Digest()] = e
+	l.records[key.Digest()] = slot{e: e, hint: e.expiresAt.UnixNano()}
 	r := e.record(key, now)
 	r.Token, r.TookOver = e.token, tookOver
 	return r, true, nil
@@ -279,9 +293,14 @@ const sweepVisit = 4 * sweepEvery
 // be held.
 func (l *Layer) sweep(now time.Time) {
 	n := 0
-	for d, e := range l.records {
-		if !now.Before(e.expiresAt) {
-			delete(l.records, d)
+	nano := now.UnixNano()
+	for d, sl := range l.records {
+		if sl.hint <= nano { // the entry may have expired: look
+			if !now.Before(sl.e.expiresAt) {
+				delete(l.records, d)
+			} else {
+				l.records[d] = slot{e: sl.e, hint: sl.e.expiresAt.UnixNano()}
+			}
 		}
 		if n++; n == sweepVisit {
 			return
