@@ -2,8 +2,12 @@ package memlayer
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -54,9 +58,10 @@ type Layer struct {
 	now       func() time.Time
 	maxResult int
 
-	mu      sync.Mutex // guards records and ops
+	mu      sync.Mutex // guards records, ops and tokens
 	records map[[idem.KeySize]byte]slot
 	ops     int
+	tokens  *rand.ChaCha8 // the owner tokens' randomness: see token
 }
 
 // slot is what records holds for a key: the entry, and a hint of when it
@@ -92,6 +97,9 @@ type entry struct {
 // wraps idem.ErrConfig.
 func New(opts ...Option) (*Layer, error) {
 	l := &Layer{now: time.Now, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]slot)}
+	var seed [32]byte
+	_, _ = crand.Read(seed[:]) // crypto/rand.Read never fails (Go 1.24+).
+	l.tokens = rand.NewChaCha8(seed)
 	var errs []error
 	for _, o := range opts {
 		if o == nil {
@@ -153,6 +161,20 @@ func (e *entry) record(key idem.Key, now time.Time) idem.Record {
 	return r
 }
 
+// token returns a fresh random owner token, of idem.NewToken's form: 128
+// bits, base64url without padding. The bits come from a ChaCha8 stream
+// seeded from crypto/rand when the layer is made: a cryptographic generator,
+// as crypto/rand is, without a call into the kernel for every token. l.mu
+// must be held.
+func (l *Layer) token() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], l.tokens.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], l.tokens.Uint64())
+	var t [idem.TokenSize]byte
+	base64.RawURLEncoding.Encode(t[:], b[:])
+	return string(t[:])
+}
+
 // Reserve implements idem.Layer.
 func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, lease, ttl time.Duration) (idem.Record, bool, error) {
 	if err := check(ctx, key); err != nil {
@@ -190,7 +212,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	e = &entry{
 		fingerprint: fingerprint,
 		state:       idem.StateInProgress,
-		token:       idem.NewToken(),
+		token:       l.token(),
 		leaseUntil:  now.Add(lease),
 		expiresAt:   now.Add(max(ttl, lease)),
 	}

@@ -132,6 +132,28 @@ func TestSweepKeepsExtendedRecords(t *testing.T) {
 	}
 }
 
+// Every claim gets a token of its own, of idem.NewToken's form, and two
+// layers never mint the same sequence.
+func TestTokensAreFreshAndWellFormed(t *testing.T) {
+	seen := map[string]bool{}
+	for layer := range 2 {
+		l := must.Get(memlayer.New())(t)
+		for i := range 1000 {
+			rec, claimed, err := l.Reserve(t.Context(), idem.NewKey("tokens", strconv.Itoa(i)), "fp", time.Minute, time.Hour)
+			if err != nil || !claimed {
+				t.Fatalf("Reserve: claimed %v, %v", claimed, err)
+			}
+			if len(rec.Token) != idem.TokenSize || strings.Trim(rec.Token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+				t.Fatalf("token %q is not %d characters of base64url", rec.Token, idem.TokenSize)
+			}
+			if seen[rec.Token] {
+				t.Fatalf("layer %d, claim %d: token %q minted twice", layer, i, rec.Token)
+			}
+			seen[rec.Token] = true
+		}
+	}
+}
+
 // Options given nonsense are an error from New that names each of them;
 // zero is no limit.
 func TestNewValidatesOptions(t *testing.T) {
