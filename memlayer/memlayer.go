@@ -2,8 +2,12 @@ package memlayer
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -54,9 +58,24 @@ type Layer struct {
 	now       func() time.Time
 	maxResult int
 
-	mu      sync.Mutex // guards records and ops
-	records map[[idem.KeySize]byte]*entry
+	mu      sync.Mutex // guards records, ops and tokens
+	records map[[idem.KeySize]byte]slot
 	ops     int
+	tokens  *rand.ChaCha8 // the owner tokens' randomness: see token
+}
+
+// slot is what records holds for a key: the entry, and a hint of when it
+// expires that a sweep reads where the map keeps it, rather than following
+// every pointer to wherever each entry was allocated. The hint is the
+// entry's expiry when it was stored (or last looked at by a sweep), in the
+// clock's Unix nanoseconds. It never decides: a sweep follows the pointer
+// once the hint has passed, and the entry's own expiresAt says whether it
+// goes. A record whose life was shortened after the hint was set (a
+// completion with a TTL shorter than its lease) is invisible from its own
+// expiry on, as every expired record is, and swept once the hint passes.
+type slot struct {
+	e    *entry
+	hint int64
 }
 
 // entry is one stored record. It is only read or written with Layer.mu held.
@@ -77,7 +96,10 @@ type entry struct {
 // given nonsense make it fail with an error that names each of them and
 // wraps idem.ErrConfig.
 func New(opts ...Option) (*Layer, error) {
-	l := &Layer{now: time.Now, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]*entry)}
+	l := &Layer{now: time.Now, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]slot)}
+	var seed [32]byte
+	_, _ = crand.Read(seed[:]) // crypto/rand.Read never fails (Go 1.24+).
+	l.tokens = rand.NewChaCha8(seed)
 	var errs []error
 	for _, o := range opts {
 		if o == nil {
@@ -112,7 +134,7 @@ func check(ctx context.Context, key idem.Key) error {
 // must be held.
 func (l *Layer) live(key idem.Key, now time.Time) *entry {
 	d := key.Digest()
-	e := l.records[d]
+	e := l.records[d].e
 	if e == nil {
 		return nil
 	}
@@ -137,6 +159,20 @@ func (e *entry) record(key idem.Key, now time.Time) idem.Record {
 		r.Result = append([]byte{}, e.result...)
 	}
 	return r
+}
+
+// token returns a fresh random owner token, of idem.NewToken's form: 128
+// bits, base64url without padding. The bits come from a ChaCha8 stream
+// seeded from crypto/rand when the layer is made: a cryptographic generator,
+// as crypto/rand is, without a call into the kernel for every token. l.mu
+// must be held.
+func (l *Layer) token() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], l.tokens.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], l.tokens.Uint64())
+	var t [idem.TokenSize]byte
+	base64.RawURLEncoding.Encode(t[:], b[:])
+	return string(t[:])
 }
 
 // Reserve implements idem.Layer.
@@ -176,11 +212,11 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	e = &entry{
 		fingerprint: fingerprint,
 		state:       idem.StateInProgress,
-		token:       idem.NewToken(),
+		token:       l.token(),
 		leaseUntil:  now.Add(lease),
 		expiresAt:   now.Add(max(ttl, lease)),
 	}
-	l.records[key.Digest()] = e
+	l.records[key.Digest()] = slot{e: e, hint: e.expiresAt.UnixNano()}
 	r := e.record(key, now)
 	r.Token, r.TookOver = e.token, tookOver
 	return r, true, nil
@@ -279,9 +315,14 @@ const sweepVisit = 4 * sweepEvery
 // be held.
 func (l *Layer) sweep(now time.Time) {
 	n := 0
-	for d, e := range l.records {
-		if !now.Before(e.expiresAt) {
-			delete(l.records, d)
+	nano := now.UnixNano()
+	for d, sl := range l.records {
+		if sl.hint <= nano { // the entry may have expired: look
+			if !now.Before(sl.e.expiresAt) {
+				delete(l.records, d)
+			} else {
+				l.records[d] = slot{e: sl.e, hint: sl.e.expiresAt.UnixNano()}
+			}
 		}
 		if n++; n == sweepVisit {
 			return

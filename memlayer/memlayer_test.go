@@ -2,6 +2,7 @@ package memlayer_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,70 @@ func TestExpiredRecordsAreSwept(t *testing.T) {
 	}
 	if n := l.Len(); n > 1100 {
 		t.Fatalf("%d records stored, want expired ones swept (at most 1100 live)", n)
+	}
+}
+
+// A sweep deletes a record only once the record itself has expired: one
+// whose life a renewal or a completion extended past what it was when it
+// was stored stays, and goes once that longer life is over.
+func TestSweepKeepsExtendedRecords(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	l := must.Get(memlayer.New(memlayer.WithClock(clock.Now)))(t)
+	renewed, completed := idem.NewKey("sweep", "renewed"), idem.NewKey("sweep", "completed")
+	r1, _, err := l.Reserve(t.Context(), renewed, "fp", time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _, err := l.Reserve(t.Context(), completed, "fp", time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(t.Context(), renewed, r1.Token, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(t.Context(), completed, r2.Token, []byte("v"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	sweep := func(round string) { // enough Reserves for several sweeps
+		for i := range 4000 {
+			if _, _, err := l.Reserve(t.Context(), idem.NewKey("sweep-"+round, strconv.Itoa(i)), "fp", time.Second, time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clock.Advance(time.Minute) // past what both lives were when stored
+	sweep("a")
+	for _, k := range []idem.Key{renewed, completed} {
+		if _, err := l.Get(t.Context(), k); err != nil {
+			t.Fatalf("%v after its first life: %v, want it kept", k, err)
+		}
+	}
+	clock.Advance(2 * time.Hour)
+	sweep("b")
+	if n := l.Len(); n > 4000 {
+		t.Fatalf("%d records stored, want at most the 4000 live", n)
+	}
+}
+
+// Every claim gets a token of its own, of idem.NewToken's form, and two
+// layers never mint the same sequence.
+func TestTokensAreFreshAndWellFormed(t *testing.T) {
+	seen := map[string]bool{}
+	for layer := range 2 {
+		l := must.Get(memlayer.New())(t)
+		for i := range 1000 {
+			rec, claimed, err := l.Reserve(t.Context(), idem.NewKey("tokens", strconv.Itoa(i)), "fp", time.Minute, time.Hour)
+			if err != nil || !claimed {
+				t.Fatalf("Reserve: claimed %v, %v", claimed, err)
+			}
+			if len(rec.Token) != idem.TokenSize || strings.Trim(rec.Token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+				t.Fatalf("token %q is not %d characters of base64url", rec.Token, idem.TokenSize)
+			}
+			if seen[rec.Token] {
+				t.Fatalf("layer %d, claim %d: token %q minted twice", layer, i, rec.Token)
+			}
+			seen[rec.Token] = true
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,4 +194,33 @@ func TestOverlappingExecutionsEachRenewed(t *testing.T) {
 	if n := rec.count("renewed"); n < 3*len(long) {
 		t.Fatalf("%d renewals, want at least 3 for each long execution", n)
 	}
+}
+
+// A closed Store is not kept alive by the timer of its renewals, which the
+// runtime may hold until the time it was armed for (lease/3 after a call):
+// a program that closes a Store gets its memory back at the next
+// collection.
+func TestClosedStoreIsCollected(t *testing.T) {
+	collected := make(chan struct{})
+	func() {
+		s, err := tiered.New(tiered.WithSQL(newMem(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, collected)
+		var c counter
+		if _, err := s.Do(t.Context(), newKey(t), "fp", c.fn("v")); err != nil { // arms the timer
+			t.Fatal(err)
+		}
+		_ = s.Close()
+	}()
+	for range 50 {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("a closed Store was still reachable after 50 collections")
 }

@@ -2,6 +2,7 @@ package tiered
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,6 +17,10 @@ type renewals struct {
 	head, tail *renewal    // the queued renewals, earliest due first
 	timer      *time.Timer // made on first use; fires fire
 	armed      time.Time   // when timer fires; zero when it is not armed
+	// store is whom the timer fires for, until Close: the timer holds only
+	// this, so that a stopped timer still in the runtime's heap until its
+	// time does not keep a closed Store, and all it holds, alive.
+	store *atomic.Pointer[Store]
 }
 
 // add queues r, whose first renewal is due at r.due.
@@ -50,7 +55,14 @@ func (q *renewals) add(s *Store, r *renewal) {
 func (q *renewals) arm(s *Store, at time.Time) {
 	d := max(time.Until(at), 0)
 	if q.timer == nil {
-		q.timer = time.AfterFunc(d, func() { q.fire(s) })
+		ref := new(atomic.Pointer[Store])
+		ref.Store(s)
+		q.store = ref
+		q.timer = time.AfterFunc(d, func() {
+			if s := ref.Load(); s != nil {
+				s.renewals.fire(s)
+			}
+		})
 	} else {
 		q.timer.Reset(d)
 	}
@@ -116,6 +128,7 @@ func (q *renewals) stop() {
 	defer q.mu.Unlock()
 	if q.timer != nil {
 		q.timer.Stop()
+		q.store.Store(nil)
 	}
 	q.armed = time.Time{}
 }
