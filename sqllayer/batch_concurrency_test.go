@@ -46,28 +46,7 @@ func TestBatchedManyInFlight(t *testing.T) {
 		for g := range goroutines {
 			wg.Go(func() {
 				<-start
-				l := ls[g%layers]
-				for i := range perG {
-					n := (g/2)*perG + i // goroutines 2j and 2j+1 share keys, on different Layers
-					k := idem.NewKey(prefix, fmt.Sprint(n))
-					r, claimed, err := l.Reserve(ctx(t), k, "fp", time.Hour, time.Hour)
-					if err != nil {
-						t.Errorf("Reserve: %v", err)
-						return
-					}
-					if !claimed {
-						if r.Token != "" || (r.State != idem.StateInProgress && !r.Completed()) {
-							t.Errorf("a duplicate saw %+v", r)
-						}
-						continue
-					}
-					mu.Lock()
-					claims[n]++
-					mu.Unlock()
-					if err := l.Complete(ctx(t), k, r.Token, []byte(fmt.Sprint(n)), time.Hour); err != nil {
-						t.Errorf("Complete: %v", err)
-					}
-				}
+				claimShared(t, ls[g%layers], prefix, g, perG, claims, &mu)
 			})
 		}
 		close(start)

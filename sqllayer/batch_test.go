@@ -332,29 +332,7 @@ func TestBatchedFleet(t *testing.T) {
 		prefix := testenv.Name("fleet")
 		claims := make([]int, contenders/2*perG)
 		var mu sync.Mutex
-		race(ls, func(g int, l *sqllayer.Layer) {
-			for i := range perG {
-				n := (g/2)*perG + i // goroutines 2j and 2j+1 share keys, on different Layers
-				k := idem.NewKey(prefix, fmt.Sprint(n))
-				r, claimed, err := l.Reserve(ctx(t), k, "fp", time.Hour, time.Hour)
-				if err != nil {
-					t.Errorf("Reserve: %v", err)
-					return
-				}
-				if !claimed {
-					if r.Token != "" || (r.State != idem.StateInProgress && !r.Completed()) {
-						t.Errorf("a duplicate saw %+v", r)
-					}
-					continue
-				}
-				mu.Lock()
-				claims[n]++
-				mu.Unlock()
-				if err := l.Complete(ctx(t), k, r.Token, []byte(fmt.Sprint(n)), time.Hour); err != nil {
-					t.Errorf("Complete: %v", err)
-				}
-			}
-		})
+		race(ls, func(g int, l *sqllayer.Layer) { claimShared(t, l, prefix, g, perG, claims, &mu) })
 		for n, c := range claims {
 			if c != 1 {
 				t.Fatalf("key %d claimed %d times", n, c)
@@ -367,6 +345,34 @@ func TestBatchedFleet(t *testing.T) {
 		}
 		t.Logf("%d of %d calls went out in batches", batched, 2*len(claims)+len(claims))
 	})
+}
+
+// claimShared reserves the perG keys goroutine g shares with its neighbour
+// (goroutines 2j and 2j+1 share keys, on different Layers), counts each
+// claim it wins in claims, and completes it with the key's number; a claim
+// it loses must show the claim or the result, without a token.
+func claimShared(t *testing.T, l *sqllayer.Layer, prefix string, g, perG int, claims []int, mu *sync.Mutex) {
+	for i := range perG {
+		n := (g/2)*perG + i
+		k := idem.NewKey(prefix, fmt.Sprint(n))
+		r, claimed, err := l.Reserve(ctx(t), k, "fp", time.Hour, time.Hour)
+		if err != nil {
+			t.Errorf("Reserve: %v", err)
+			return
+		}
+		if !claimed {
+			if r.Token != "" || (r.State != idem.StateInProgress && !r.Completed()) {
+				t.Errorf("a duplicate saw %+v", r)
+			}
+			continue
+		}
+		mu.Lock()
+		claims[n]++
+		mu.Unlock()
+		if err := l.Complete(ctx(t), k, r.Token, []byte(fmt.Sprint(n)), time.Hour); err != nil {
+			t.Errorf("Complete: %v", err)
+		}
+	}
 }
 
 // TestMarkProcessedBatch: one call marks new events, reports those
