@@ -3,6 +3,7 @@ package sqllayer
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 
 	"github.com/uptrace/bun"
@@ -195,7 +196,9 @@ func (l *Layer) expiredEvents(ctx context.Context, q querier, consumer string, i
 }
 
 // eventArgs returns the arguments of a batched event statement: the
-// consumer, the retention unless it is nil, and the IDs idx.
+// consumer, the retention unless it is nil (the insert's), and the IDs idx:
+// one array on Postgres, one JSON array in SQLite's insert, one argument
+// each otherwise.
 func (l *Layer) eventArgs(consumer string, retention any, ids []string, idx []int) []any {
 	args := make([]any, 0, len(idx)+2)
 	args = append(args, l.id(consumer))
@@ -208,6 +211,17 @@ func (l *Layer) eventArgs(consumer string, retention any, ids []string, idx []in
 			a[k] = ids[j]
 		}
 		return append(args, l.textArg(a))
+	}
+	if l.sqlite && retention != nil {
+		// liteMarkMany's: the IDs as one JSON array of strings (valid
+		// UTF-8 without NUL, as checkID found them, so that json_each
+		// gives back each one as it was).
+		a := make([]string, len(idx))
+		for k, j := range idx {
+			a[k] = ids[j]
+		}
+		list, _ := json.Marshal(a) // strings only: it cannot fail
+		return append(args, string(list))
 	}
 	for _, j := range idx {
 		args = append(args, l.id(ids[j]))

@@ -29,7 +29,9 @@ import (
 //              fewer rows than it carried).
 // Events:      a multi-row INSERT of one consumer's event IDs, as
 //              MarkProcessed's but for many; on Postgres the same statement
-//              also reads the rows of the IDs it did not insert.
+//              also reads the rows of the IDs it did not insert; on SQLite
+//              the IDs travel as one JSON array, so that its text too is
+//              the same for every count.
 //
 // On Postgres every read of a batch's rows looks each key up on its own,
 // in a LATERAL subquery that the planner cannot fold into a join: a join
@@ -170,15 +172,8 @@ func newBatchStmts(d dialect.Name, n names, native bool) batchStmts {
 				"\nRETURNING key_digest")
 			return s.String()
 		})
-		b.mark = mk(func(n int) string {
-			var s strings.Builder
-			s.WriteString("INSERT INTO {E} (consumer, event_id, created_at, expires_at) VALUES\n\t")
-			writeRows(&s, 2, n, 1, func(_ int, p string) string {
-				return "?0, " + p + ", " + liteNow + ", " + liteNow + " + ?1"
-			})
-			s.WriteString("\nON CONFLICT (consumer, event_id) DO NOTHING\nRETURNING event_id")
-			return s.String()
-		})
+		// The IDs travel as one JSON array (liteMarkMany).
+		b.mark = &stmtCache{fixed: dollars(n.expand(liteMarkMany))}
 		b.marked = mk(func(n int) string { return eventsIn("SELECT event_id, expires_at <= "+liteNow+" FROM {E}", n) })
 		b.revive = mk(func(n int) string { return eventsIn("DELETE FROM {E}", n) + " AND expires_at <= " + liteNow })
 	case dialect.MySQL:
@@ -252,6 +247,16 @@ func newBatchStmts(d dialect.Name, n names, native bool) batchStmts {
 	}
 	return b
 }
+
+// liteMarkMany inserts the event IDs of the JSON array ?2 for consumer ?0,
+// kept for ?1 microseconds, and returns those it inserted. One text for
+// every count, read by the clock once: a row of VALUES per ID, each with
+// its own clock, cost SQLite more to parse and plan than to run. (The
+// WHERE lets SQLite tell the ON CONFLICT of the upsert from a join's ON.)
+const liteMarkMany = `INSERT INTO {E} (consumer, event_id, created_at, expires_at)
+SELECT ?0, v.value, c.now, c.now + ?1 FROM json_each(?2) AS v, (SELECT ` + liteNow + ` AS now) AS c WHERE true
+ON CONFLICT (consumer, event_id) DO NOTHING
+RETURNING event_id`
 
 // eventsIn completes head with the rows of consumer ?0 among n event IDs
 // from ?1.

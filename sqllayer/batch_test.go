@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/must"
@@ -373,6 +376,62 @@ func claimShared(t *testing.T, l *sqllayer.Layer, prefix string, g, perG int, cl
 			t.Errorf("Complete: %v", err)
 		}
 	}
+}
+
+// TestMarkProcessedBatchAgreesWithSingle: IDs that any encoding of a
+// batch must carry byte for byte (quotes, backslashes, JSON's HTML and
+// line-separator escapes, control characters, four-byte runes, spaces at
+// the end, the longest ID) are the same events to MarkProcessedBatch and to
+// MarkProcessed, whichever marks them first.
+func TestMarkProcessedBatchAgreesWithSingle(t *testing.T) {
+	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
+		b := setup(t, s)
+		l, db := b.layer(t)
+		c := ctx(t)
+		odd := []string{`a"b`, `c\d`, `<&>`, "x\u2028y", "tab\tand\x01", "😀 ü", "trailing  ", "[1]", "NULL",
+			strings.Repeat("é", 127) + "z"}
+		inTx := func(fn func(tx bun.Tx)) {
+			t.Helper()
+			tx := must.Get(db.BeginTx(c, nil))(t)
+			fn(tx)
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for round, batchFirst := range []bool{true, false} {
+			consumer := testenv.Name("consumer")
+			ids := odd // a consumer of the round's own: new events again
+			single := func(want bool) {
+				inTx(func(tx bun.Tx) {
+					for _, id := range ids {
+						if dup, err := l.MarkProcessed(c, tx, consumer, id); err != nil || dup != want {
+							t.Errorf("round %d: MarkProcessed(%q): %v %v, want %v", round, id, dup, err, want)
+						}
+					}
+				})
+			}
+			batch := func(want bool) {
+				inTx(func(tx bun.Tx) {
+					dups, err := l.MarkProcessedBatch(c, tx, consumer, ids)
+					if err != nil {
+						t.Fatalf("round %d: MarkProcessedBatch: %v", round, err)
+					}
+					for i, dup := range dups {
+						if dup != want {
+							t.Errorf("round %d: MarkProcessedBatch(%q): %v, want %v", round, ids[i], dup, want)
+						}
+					}
+				})
+			}
+			if batchFirst {
+				batch(false)
+				single(true)
+			} else {
+				single(false)
+				batch(true)
+			}
+		}
+	})
 }
 
 // TestMarkProcessedBatch: one call marks new events, reports those
