@@ -149,6 +149,60 @@ func (p *parser) numberTo(dst []byte, i int) (int, []byte, error) {
 	return j, appendES6(dst, f), nil
 }
 
+// plainNumber returns where the number at in[i] ends when it is in its
+// canonical form as written, as number finds it (asWritten, and exactInt
+// in exactInts mode, for a literal of at most 308 digits), and i when it
+// is not, or is no number: an integer other than -0, or a decimal that
+// plainDecimal accepts. It reads the literal once, for the stream writer,
+// which leaves every other literal to numberTo.
+func (p *parser) plainNumber(i int) int {
+	in := p.in
+	j := i
+	if in[j] == '-' {
+		j++
+	}
+	d := j
+	for j < len(in) && in[j]-'0' < 10 {
+		j++
+	}
+	nd := j - d
+	if nd == 0 || in[d] == '0' && nd > 1 {
+		return i
+	}
+	if j == len(in) || in[j] != '.' && in[j]|0x20 != 'e' {
+		switch {
+		case in[d] == '0' && d > i: // -0
+			return i
+		case nd <= 15, nd <= 308 && p.mode&exactInts != 0:
+			return j
+		}
+		return i
+	}
+	if in[j] != '.' {
+		return i
+	}
+	fs := j + 1
+	for j = fs; j < len(in) && in[j]-'0' < 10; j++ {
+	}
+	if j == fs || in[j-1] == '0' || j < len(in) && in[j]|0x20 == 'e' {
+		return i
+	}
+	if in[d] != '0' {
+		if nd+j-fs <= 15 {
+			return j
+		}
+		return i
+	}
+	z := fs
+	for in[z] == '0' {
+		z++
+	}
+	if z-fs <= 5 && j-z <= 15 {
+		return j
+	}
+	return i
+}
+
 // parseNumber converts a number literal to the nearest double, or fails
 // with ErrNumberRange when it is beyond the range of one.
 func parseNumber(lit []byte) (float64, error) {

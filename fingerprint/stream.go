@@ -1,6 +1,10 @@
 package fingerprint
 
-import "slices"
+import (
+	"encoding/binary"
+	"math/bits"
+	"slices"
+)
 
 // The stream writer is the fast path of canonical: it scans the body once
 // and writes its canonical form as it goes, with no token tree and no
@@ -42,17 +46,112 @@ func (w *work) stream(in []byte, maxDepth int, f *filter, m mode) error {
 
 // streamValue is stream's loop: it returns the output and the members
 // slice, whose room the next call reuses.
+//
+// Most of a body is canonical as written: names and strings without
+// escapes, integers, short decimals, the literals, the brackets and the
+// commas. So the loop copies nothing token by token: the input from k to
+// i is the pending run, canonical as written and not yet in out, and the
+// output offset of in[i] is len(out)+i-k. The run is copied to out in one
+// piece only where the output departs from the input (whitespace, an
+// escape or a number written otherwise, a member dropped, an object put in
+// order), and at the end.
 func (w *work) streamValue(deny bool, f *filter) ([]byte, []keyRef, error) {
 	p := &w.p
 	in := p.in
 	out := w.out
 	mems := w.mems[:0]
+	fold := p.mode&foldNames != 0
 	n := len(in)
-	i := 0
+	i, k := 0, 0
+	cut := 0     // the output offset where a member about to start goes back to when it is dropped
+	key := false // a member name comes next
 	var err error
 value:
 	for {
-		i = skipWS(in, i)
+		if i < n && space[in[i]] {
+			out = append(out, in[k:i]...)
+			i = skipWS(in, i)
+			k = i
+		}
+		if key {
+			key = false
+			if i >= n || in[i] != '"' {
+				if i >= n {
+					return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
+				}
+				return out, mems, errAt(ErrInvalidJSON, "expected a member name, found "+quoteByte(in[i]), i)
+			}
+			mm := keyRef{cut: int32(cut), start: int32(len(out) + i - k)}
+			// A name of plain ASCII is canonical as written, and its
+			// first eight bytes, read here, are its prefix.
+			a, j := i+1, -1
+			if a+8 <= n {
+				x := binary.LittleEndian.Uint64(in[a:])
+				if m := notPlain(x); m != 0 {
+					if b := bits.TrailingZeros64(m) >> 3; in[a+b] == '"' {
+						j = a + b
+						mm.pre = bits.ReverseBytes64(x) &^ (^uint64(0) >> (8 * b))
+						if fold && upperOrHigh(x)&(1<<(8*b)-1) != 0 {
+							mm.flags = fFoldy
+						}
+					}
+				} else if e, upper := skipPlainKey(in, a+8); e < n && in[e] == '"' {
+					j = e
+					mm.pre = bits.ReverseBytes64(x)
+					if fold && (upper || upperOrHigh(x) != 0) {
+						mm.flags = fFoldy
+					}
+				}
+			}
+			if j >= 0 {
+				mm.a, mm.b = int32(a), int32(j)
+				if mm.flags != 0 {
+					p.flagFoldy(fFoldy)
+				}
+				i = j + 1
+			} else {
+				var t tok
+				if t, j, err = p.streamName(i); err != nil {
+					return out, mems, err
+				}
+				mm.a, mm.b, mm.flags = t.a, t.b, t.flags
+				if t.flags&fDecoded != 0 {
+					out = append(out, in[k:i]...)
+					out = writeString(out, p, t)
+					k = j
+					mm.pre = namePrefix(p.dec, t.a, t.b)
+				} else {
+					mm.pre = namePrefix(in, t.a, t.b)
+				}
+				i = j
+			}
+			if i >= n || in[i] != ':' {
+				if i < n && space[in[i]] {
+					out = append(out, in[k:i]...)
+					i = skipWS(in, i)
+					k = i
+				}
+				if i >= n || in[i] != ':' {
+					if i >= n {
+						return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
+					}
+					return out, mems, errAt(ErrInvalidJSON, "expected ':', found "+quoteByte(in[i]), i)
+				}
+			}
+			i++
+			name := p.refName(mm)
+			if deny && f.names.mayHold(mm.pre, len(name)) && f.names.has(name) {
+				mm.drop = true
+			}
+			if fr := &p.stack[len(p.stack)-1]; fr.sorted && len(mems) > int(fr.mark) {
+				prev := &mems[len(mems)-1]
+				if prev.pre > mm.pre || prev.pre == mm.pre && compareUTF16(p.refName(*prev), name) >= 0 {
+					fr.sorted = false
+				}
+			}
+			mems = append(mems, mm)
+			continue value
+		}
 		if i >= n {
 			return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
 		}
@@ -61,102 +160,119 @@ value:
 			if len(p.stack) >= p.max {
 				return out, mems, errAt(ErrTooDeep, "nesting deeper than the limit", i)
 			}
-			out = append(out, c)
-			p.stack = append(p.stack, frame{mark: int32(len(mems)), obj: c == '{', out: int32(len(out)), sorted: true})
-			i = skipWS(in, i+1)
+			i++
+			cut = len(out) + i - k
+			p.stack = append(p.stack, frame{mark: int32(len(mems)), obj: c == '{', out: int32(cut), sorted: true})
+			if i < n && space[in[i]] {
+				out = append(out, in[k:i]...)
+				i = skipWS(in, i)
+				k = i
+			}
 			if i < n && (in[i] == '}' && c == '{' || in[i] == ']' && c == '[') {
 				i++
 				p.stack = p.stack[:len(p.stack)-1]
-				out = append(out, in[i-1])
 				break // to the closing loop below
 			}
-			if c == '{' {
-				if i, out, mems, err = w.streamKey(i, out, mems, f, deny); err != nil {
+			key = c == '{'
+			continue value
+		case '"':
+			j := skipPlain(in, i+1)
+			if j >= n || in[j] != '"' {
+				if j, out, k, err = p.strRun(out, i, j, k); err != nil {
 					return out, mems, err
 				}
 			}
-			continue value
-		case '"':
-			if j := skipPlain(in, i+1); j < n && in[j] == '"' {
-				// Printable ASCII alone: canonical as written.
-				out = append(out, in[i:j+1]...)
-				i = j + 1
-				break
-			}
-			if i, out, err = p.strTo(out, i); err != nil {
-				return out, mems, err
-			}
+			i = j + 1
 		case 't':
-			if i, err = p.lit(i, "true", kTrue); err != nil {
-				return out, mems, err
+			if n-i < 4 || string(in[i:i+4]) != "true" {
+				return out, mems, errAt(ErrInvalidJSON, "invalid literal", i)
 			}
-			out = append(out, "true"...)
-			p.toks = p.toks[:0]
+			i += 4
 		case 'f':
-			if i, err = p.lit(i, "false", kFalse); err != nil {
-				return out, mems, err
+			if n-i < 5 || string(in[i:i+5]) != "false" {
+				return out, mems, errAt(ErrInvalidJSON, "invalid literal", i)
 			}
-			out = append(out, "false"...)
-			p.toks = p.toks[:0]
+			i += 5
 		case 'n':
-			if i, err = p.lit(i, "null", kNull); err != nil {
-				return out, mems, err
+			if n-i < 4 || string(in[i:i+4]) != "null" {
+				return out, mems, errAt(ErrInvalidJSON, "invalid literal", i)
 			}
-			out = append(out, "null"...)
-			p.toks = p.toks[:0]
+			i += 4
 		default:
 			if c != '-' && (c < '0' || c > '9') {
 				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
 			}
+			if j := p.plainNumber(i); j > i {
+				i = j
+				break
+			}
+			out = append(out, in[k:i]...)
 			if i, out, err = p.numberTo(out, i); err != nil {
 				return out, mems, err
 			}
+			k = i
 		}
 		// A value ended: close containers until one expects another value.
 		for {
-			if k := len(p.stack); k > 0 && p.stack[k-1].obj {
+			if d := len(p.stack); d > 0 && p.stack[d-1].obj {
 				// The value of the object's last member.
 				if mm := &mems[len(mems)-1]; mm.drop {
-					out = out[:mm.cut]
+					if c := int(mm.cut); c < len(out) {
+						out = out[:c]
+					} else {
+						out = append(out, in[k:k+c-len(out)]...)
+					}
+					k = i
 				} else {
-					mm.end = int32(len(out))
+					mm.end = int32(len(out) + i - k)
 				}
 			}
-			i = skipWS(in, i)
+			if i < n && space[in[i]] {
+				out = append(out, in[k:i]...)
+				i = skipWS(in, i)
+				k = i
+			}
 			if len(p.stack) == 0 {
 				if i != n {
 					return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(in[i])+" after the top-level value", i)
 				}
-				return out, mems, nil
+				return append(out, in[k:i]...), mems, nil
 			}
 			if i >= n {
 				return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
 			}
-			obj := p.stack[len(p.stack)-1].obj
+			fr := &p.stack[len(p.stack)-1]
 			switch c := in[i]; {
 			case c == ',':
+				if fr.obj {
+					cut = len(out) + i - k
+					key = true
+					if cut == int(fr.out) {
+						// Every member so far was dropped: no comma.
+						out = append(out, in[k:i]...)
+						k = i + 1
+					}
+				}
 				i++
-				if obj {
-					if i, out, mems, err = w.streamKey(skipWS(in, i), out, mems, f, deny); err != nil {
+				continue value
+			case c == '}' && fr.obj:
+				f := *fr
+				p.stack = p.stack[:len(p.stack)-1]
+				if ms := mems[f.mark:]; len(ms) > 1 && (!f.sorted || f.foldy) {
+					if !f.sorted {
+						// The object is put in order in out.
+						out = append(out, in[k:i]...)
+						k = i
+					}
+					if out, err = w.closeObject(f, ms, out); err != nil {
 						return out, mems, err
 					}
-				} else {
-					out = append(out, ',')
 				}
-				continue value
-			case c == '}' && obj:
+				mems = mems[:f.mark]
 				i++
-				fr := p.stack[len(p.stack)-1]
+			case c == ']' && !fr.obj:
 				p.stack = p.stack[:len(p.stack)-1]
-				if out, err = w.closeObject(fr, mems[fr.mark:], out); err != nil {
-					return out, mems, err
-				}
-				mems = mems[:fr.mark]
-				out = append(out, '}')
-			case c == ']' && !obj:
 				i++
-				p.stack = p.stack[:len(p.stack)-1]
-				out = append(out, ']')
 			default:
 				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
 			}
@@ -164,79 +280,24 @@ value:
 	}
 }
 
-// streamKey is key for the stream writer: it scans the member name at
-// in[i] and the colon after it, notes the member and writes its name.
-func (w *work) streamKey(i int, out []byte, mems []keyRef, f *filter, deny bool) (int, []byte, []keyRef, error) {
-	p := &w.p
-	in := p.in
-	if i >= len(in) || in[i] != '"' {
-		if i >= len(in) {
-			return i, out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
-		}
-		return i, out, mems, errAt(ErrInvalidJSON, "expected a member name, found "+quoteByte(in[i]), i)
-	}
-	var t tok
-	if j, upper := skipPlainKey(in, i+1); j < len(in) && in[j] == '"' {
-		// Printable ASCII alone, as foldKey and str would find it.
-		t = tok{kind: kKey, a: int32(i + 1), b: int32(j)}
-		if upper && p.mode&foldNames != 0 {
-			t.flags = fFoldy
-			p.flagFoldy(fFoldy)
-		}
-		i = j + 1
+// space marks the bytes of JSON whitespace.
+var space = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
+// streamName scans the member name at in[i] that is not plain ASCII
+// alone, as key does, and returns its token and where it ends.
+func (p *parser) streamName(i int) (tok, int, error) {
+	var err error
+	if p.mode&foldNames != 0 {
+		i, err = p.foldKey(i)
 	} else {
-		var err error
-		if p.mode&foldNames != 0 {
-			i, err = p.foldKey(i)
-		} else {
-			i, err = p.str(i, kKey)
-		}
-		if err != nil {
-			return i, out, mems, err
-		}
-		t = p.toks[0]
-		p.toks = p.toks[:0]
+		i, err = p.str(i, kKey)
 	}
-	i = skipWS(in, i)
-	if i >= len(in) || in[i] != ':' {
-		if i >= len(in) {
-			return i, out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
-		}
-		return i, out, mems, errAt(ErrInvalidJSON, "expected ':', found "+quoteByte(in[i]), i)
+	if err != nil {
+		return tok{}, i, err
 	}
-	fr := &p.stack[len(p.stack)-1]
-	mm := keyRef{a: t.a, b: t.b, flags: t.flags, cut: int32(len(out))}
-	if len(out) > int(fr.out) {
-		out = append(out, ',')
-	}
-	mm.start = int32(len(out))
-	buf := in
-	if t.flags&fDecoded != 0 {
-		buf = p.dec
-	}
-	mm.pre = namePrefix(buf, t.a, t.b)
-	if deny && f.denied(buf[t.a:t.b]) {
-		mm.drop = true
-	}
-	if fr.sorted && len(mems) > int(fr.mark) {
-		prev := &mems[len(mems)-1]
-		c := comparePrefix(prev.pre, mm.pre)
-		if c == 0 {
-			c = compareUTF16(p.refName(*prev), buf[t.a:t.b])
-		}
-		if c >= 0 {
-			fr.sorted = false
-		}
-	}
-	mems = append(mems, mm)
-	if t.flags&fDecoded == 0 && i == int(t.b)+1 {
-		// The name as written, its quotes and the colon after it.
-		out = append(out, in[t.a-1:i+1]...)
-	} else {
-		out = writeString(out, p, t)
-		out = append(out, ':')
-	}
-	return i + 1, out, mems, nil
+	t := p.toks[0]
+	p.toks = p.toks[:0]
+	return t, i, nil
 }
 
 // closeObject checks the names of the object fr that has just closed, whose
