@@ -81,7 +81,13 @@ value:
 				}
 				return out, mems, errAt(ErrInvalidJSON, "expected a member name, found "+quoteByte(in[i]), i)
 			}
-			mm := keyRef{cut: int32(cut), start: int32(len(out) + i - k)}
+			// The member's fields are kept apart and written in place:
+			// a keyRef put together on the stack and then copied whole,
+			// as append copies a composite literal, stalls on the store
+			// forwarding of its parts.
+			start := len(out) + i - k
+			var pre uint64
+			var flags uint8
 			// A name of plain ASCII is canonical as written, and its
 			// first eight bytes, read here, are its prefix.
 			a, j := i+1, -1
@@ -90,38 +96,41 @@ value:
 				if m := notPlain(x); m != 0 {
 					if b := bits.TrailingZeros64(m) >> 3; in[a+b] == '"' {
 						j = a + b
-						mm.pre = bits.ReverseBytes64(x) &^ (^uint64(0) >> (8 * b))
+						pre = bits.ReverseBytes64(x) &^ (^uint64(0) >> (8 * b))
 						if fold && upperOrHigh(x)&(1<<(8*b)-1) != 0 {
-							mm.flags = fFoldy
+							flags = fFoldy
 						}
 					}
 				} else if e, upper := skipPlainKey(in, a+8); e < n && in[e] == '"' {
 					j = e
-					mm.pre = bits.ReverseBytes64(x)
+					pre = bits.ReverseBytes64(x)
 					if fold && (upper || upperOrHigh(x) != 0) {
-						mm.flags = fFoldy
+						flags = fFoldy
 					}
 				}
 			}
+			var name []byte
 			if j >= 0 {
-				mm.a, mm.b = int32(a), int32(j)
-				if mm.flags != 0 {
+				if flags != 0 {
 					p.flagFoldy(fFoldy)
 				}
+				name = in[a:j]
 				i = j + 1
 			} else {
 				var t tok
 				if t, j, err = p.streamName(i); err != nil {
 					return out, mems, err
 				}
-				mm.a, mm.b, mm.flags = t.a, t.b, t.flags
+				a, flags = int(t.a), t.flags
 				if t.flags&fDecoded != 0 {
 					out = append(out, in[k:i]...)
 					out = writeString(out, p, t)
 					k = j
-					mm.pre = namePrefix(p.dec, t.a, t.b)
+					name = p.dec[t.a:t.b]
+					pre = namePrefix(p.dec, t.a, t.b)
 				} else {
-					mm.pre = namePrefix(in, t.a, t.b)
+					name = in[t.a:t.b]
+					pre = namePrefix(in, t.a, t.b)
 				}
 				i = j
 			}
@@ -139,17 +148,21 @@ value:
 				}
 			}
 			i++
-			name := p.refName(mm)
-			if deny && f.names.mayHold(mm.pre, len(name)) && f.names.has(name) {
-				mm.drop = true
-			}
+			drop := deny && f.names.mayHold(pre, len(name)) && f.names.has(name)
 			if fr := &p.stack[len(p.stack)-1]; fr.sorted && len(mems) > int(fr.mark) {
 				prev := &mems[len(mems)-1]
-				if prev.pre > mm.pre || prev.pre == mm.pre && compareUTF16(p.refName(*prev), name) >= 0 {
+				if prev.pre > pre || prev.pre == pre && compareUTF16(p.refName(*prev), name) >= 0 {
 					fr.sorted = false
 				}
 			}
-			mems = append(mems, mm)
+			if len(mems) == cap(mems) {
+				mems = slices.Grow(mems, 1)
+			}
+			mems = mems[:len(mems)+1]
+			mm := &mems[len(mems)-1]
+			mm.pre, mm.a, mm.b, mm.tok = pre, int32(a), int32(a+len(name)), 0
+			mm.start, mm.end, mm.cut = int32(start), 0, int32(cut)
+			mm.flags, mm.drop = flags, drop
 			continue value
 		}
 		if i >= n {
@@ -162,7 +175,13 @@ value:
 			}
 			i++
 			cut = len(out) + i - k
-			p.stack = append(p.stack, frame{mark: int32(len(mems)), obj: c == '{', out: int32(cut), sorted: true})
+			if len(p.stack) == cap(p.stack) {
+				p.stack = slices.Grow(p.stack, 1)
+			}
+			p.stack = p.stack[:len(p.stack)+1]
+			fr := &p.stack[len(p.stack)-1]
+			fr.tok, fr.mark, fr.out = 0, int32(len(mems)), int32(cut)
+			fr.obj, fr.foldy, fr.sorted = c == '{', false, true
 			if i < n && space[in[i]] {
 				out = append(out, in[k:i]...)
 				i = skipWS(in, i)
