@@ -266,58 +266,67 @@ const maxRewritten = 512 << 20
 // zeros, are the shortest round-trip digits ES6 wants. The exponent is kept
 // well inside the normal range, where that guarantee holds.
 func shortDecimal(dst []byte, lit *numLit, in []byte) ([]byte, bool) {
-	neg, intPart, frac, exp := lit.d > lit.i, in[lit.d:lit.ie], in[lit.fs:lit.fe], in[lit.ep:lit.ee]
-	var buf [15]byte
-	k, zeros := 0, 0
-	started := false
-	for _, part := range [2][]byte{intPart, frac} {
-		for _, c := range part {
-			switch {
-			case c == '0' && !started:
-			case c == '0':
-				zeros++
-			default:
-				started = true
-				if k+zeros >= len(buf) {
-					return dst, false
-				}
-				for ; zeros > 0; zeros-- {
-					buf[k] = '0'
-					k++
-				}
-				buf[k] = c
-				k++
-			}
-		}
-	}
 	e := 0
-	if len(exp) > 0 {
-		digits := exp[1:]
-		sign := 1
-		if exp[1] == '-' || exp[1] == '+' {
-			digits = exp[2:]
-			if exp[1] == '-' {
-				sign = -1
-			}
+	if x := lit.ep + 1; x < lit.ee {
+		neg := in[x] == '-'
+		if neg || in[x] == '+' {
+			x++
 		}
-		if len(digits) > 4 {
+		if lit.ee-x > 4 {
 			return dst, false
 		}
-		for _, c := range digits {
-			e = e*10 + int(c-'0')
+		for ; x < lit.ee; x++ {
+			e = e*10 + int(in[x]-'0')
 		}
-		e *= sign
+		if neg {
+			e = -e
+		}
 	}
+	// The value is the digits of intPart and frac × 10^(e - len(frac)),
+	// and stays so as leading zeros go and trailing zeros move into n.
+	intPart, frac := in[lit.d:lit.ie], in[lit.fs:lit.fe]
+	n := e - len(frac)
+	if intPart[0] == '0' { // "0", as the grammar allows no other leading zero
+		intPart = nil
+		for len(frac) > 0 && frac[0] == '0' {
+			frac = frac[1:]
+		}
+	}
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+		n++
+	}
+	if len(frac) == 0 {
+		for len(intPart) > 0 && intPart[len(intPart)-1] == '0' {
+			intPart = intPart[:len(intPart)-1]
+			n++
+		}
+	}
+	k := len(intPart) + len(frac)
 	if k == 0 {
 		return append(dst, '0'), true
 	}
-	// The value is buf[:k] × 10^(zeros + e - len(frac)); ECMA-262 calls
-	// the digit count k and the decimal exponent n, value = s × 10^(n-k).
-	n := k + zeros + e - len(frac)
+	if k > 15 {
+		return dst, false
+	}
+	// ECMA-262 calls the digit count k and the decimal exponent n,
+	// value = s × 10^(n-k).
+	n += k
 	if n < -290 || n > 290 {
 		return dst, false
 	}
-	return appendDigits(dst, neg, buf[:k], n), true
+	ds := intPart
+	switch {
+	case len(frac) == 0:
+	case len(intPart) == 0:
+		ds = frac
+	default:
+		var buf [15]byte
+		m := copy(buf[:], intPart)
+		copy(buf[m:], frac)
+		ds = buf[:k]
+	}
+	return appendDigits(dst, lit.d > lit.i, ds, n), true
 }
 
 // appendES6 writes f as ECMAScript's Number.prototype.toString does (ECMA-262
