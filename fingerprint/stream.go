@@ -93,20 +93,28 @@ value:
 			a, j := i+1, -1
 			if a+8 <= n {
 				x := binary.LittleEndian.Uint64(in[a:])
-				if m := notPlain(x); m != 0 {
-					if b := bits.TrailingZeros64(m) >> 3; in[a+b] == '"' {
-						j = a + b
-						pre = bits.ReverseBytes64(x) &^ (^uint64(0) >> (8 * b))
-						if fold && upperOrHigh(x)&(1<<(8*b)-1) != 0 {
-							flags = fFoldy
+				pre = bits.ReverseBytes64(x)
+				var upper uint64
+				for e := a; ; {
+					if m := notPlain(x); m != 0 {
+						b := bits.TrailingZeros64(m) >> 3
+						if byte(x>>(8*b&63)) == '"' {
+							j = e + b
+							upper |= upperOrHigh(x) & (1<<(8*b&63) - 1)
+							if e == a {
+								pre &^= ^uint64(0) >> (8 * b & 63)
+							}
 						}
+						break
 					}
-				} else if e, upper := skipPlainKey(in, a+8); e < n && in[e] == '"' {
-					j = e
-					pre = bits.ReverseBytes64(x)
-					if fold && (upper || upperOrHigh(x) != 0) {
-						flags = fFoldy
+					upper |= upperOrHigh(x) // eight bytes of plain ASCII
+					if e += 8; e+8 > n {
+						break
 					}
+					x = binary.LittleEndian.Uint64(in[e:])
+				}
+				if fold && upper != 0 {
+					flags = fFoldy
 				}
 			}
 			var name []byte
@@ -195,7 +203,18 @@ value:
 			key = c == '{'
 			continue value
 		case '"':
-			j := skipPlain(in, i+1)
+			j := i + 1
+			for { // skipPlain, inline
+				if j+8 > n {
+					j = skipPlain(in, j)
+					break
+				}
+				if m := notPlain(binary.LittleEndian.Uint64(in[j:])); m != 0 {
+					j += bits.TrailingZeros64(m) >> 3
+					break
+				}
+				j += 8
+			}
 			if j >= n || in[j] != '"' {
 				if j, out, k, err = p.strRun(out, i, j, k); err != nil {
 					return out, mems, err
@@ -220,6 +239,20 @@ value:
 		default:
 			if c != '-' && (c < '0' || c > '9') {
 				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
+			}
+			// An integer of up to 15 digits but -0 is canonical as
+			// written (see asWritten); plainNumber finds the others.
+			j := i
+			if c == '-' {
+				j++
+			}
+			d := j
+			for j < n && in[j]-'0' < 10 {
+				j++
+			}
+			if j < n && in[j] != '.' && in[j]|0x20 != 'e' && j > d && j-d <= 15 && (in[d] != '0' || j == d+1 && d == i) {
+				i = j
+				break
 			}
 			if j := p.plainNumber(i); j > i {
 				i = j
