@@ -35,7 +35,7 @@ func (w *work) stream(in []byte, maxDepth int, f *filter, m mode) error {
 	if cap(w.out)-len(w.out) < len(in) {
 		w.out = growOut(w.out, len(in))
 	}
-	out, mems, err := w.streamValue(f != nil && f.names.n > 0, f)
+	out, mems, err := w.streamValue(f)
 	w.mems = mems[:0]
 	if err != nil {
 		return err
@@ -55,125 +55,125 @@ func (w *work) stream(in []byte, maxDepth int, f *filter, m mode) error {
 // piece only where the output departs from the input (whitespace, an
 // escape or a number written otherwise, a member dropped, an object put in
 // order), and at the end.
-func (w *work) streamValue(deny bool, f *filter) ([]byte, []keyRef, error) {
+//
+// The loop is three sections, a member's name, a value and what follows a
+// value, joined by goto: which one comes next is where the code goes, not
+// a variable, and the few registers stay with the values that every token
+// uses.
+func (w *work) streamValue(f *filter) ([]byte, []keyRef, error) {
 	p := &w.p
 	in := p.in
 	out := w.out
 	mems := w.mems[:0]
-	fold := p.mode&foldNames != 0
-	n := len(in)
-	i, k := 0, 0
-	cut := 0     // the output offset where a member about to start goes back to when it is dropped
-	key := false // a member name comes next
+	i := skipWS(in, 0)
+	k := i
+	cut := 0 // the output offset where the next member goes back to when it is dropped
 	var err error
-value:
-	for {
-		if i < n && space[in[i]] {
-			out = append(out, in[k:i]...)
-			i = skipWS(in, i)
-			k = i
+	goto value
+
+name:
+	{
+		if i >= len(in) || in[i] != '"' {
+			if i >= len(in) {
+				return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
+			}
+			return out, mems, errAt(ErrInvalidJSON, "expected a member name, found "+quoteByte(in[i]), i)
 		}
-		if key {
-			key = false
-			if i >= n || in[i] != '"' {
-				if i >= n {
+		// The member's fields are kept apart and written in place:
+		// a keyRef put together on the stack and then copied whole,
+		// as append copies a composite literal, stalls on the store
+		// forwarding of its parts.
+		start := len(out) + i - k
+		var pre uint64
+		var flags uint8
+		// A name of plain ASCII is canonical as written, and its
+		// first eight bytes, read here, are its prefix.
+		a, j := i+1, -1
+		if a+8 <= len(in) {
+			x := binary.LittleEndian.Uint64(in[a:])
+			pre = bits.ReverseBytes64(x)
+			var upper uint64
+			for e := a; ; {
+				if m := notPlain(x); m != 0 {
+					b := bits.TrailingZeros64(m) >> 3
+					if byte(x>>(8*b&63)) == '"' {
+						j = e + b
+						upper |= upperOrHigh(x) & (1<<(8*b&63) - 1)
+						if e == a {
+							pre &^= ^uint64(0) >> (8 * b & 63)
+						}
+					}
+					break
+				}
+				upper |= upperOrHigh(x) // eight bytes of plain ASCII
+				if e += 8; e+8 > len(in) {
+					break
+				}
+				x = binary.LittleEndian.Uint64(in[e:])
+			}
+			if upper != 0 && p.mode&foldNames != 0 {
+				flags = fFoldy
+			}
+		}
+		var name []byte
+		if j >= 0 {
+			if flags != 0 {
+				p.flagFoldy(fFoldy)
+			}
+			name = in[a:j]
+			i = j + 1
+		} else {
+			var t tok
+			if t, j, err = p.streamName(i); err != nil {
+				return out, mems, err
+			}
+			a, flags = int(t.a), t.flags
+			if t.flags&fDecoded != 0 {
+				out = append(out, in[k:i]...)
+				out = writeString(out, p, t)
+				k = j
+				name = p.dec[t.a:t.b]
+				pre = namePrefix(p.dec, t.a, t.b)
+			} else {
+				name = in[t.a:t.b]
+				pre = namePrefix(in, t.a, t.b)
+			}
+			i = j
+		}
+		if i >= len(in) || in[i] != ':' {
+			if i < len(in) && space[in[i]] {
+				out, i, k = spaceRun(out, in, i, k)
+			}
+			if i >= len(in) || in[i] != ':' {
+				if i >= len(in) {
 					return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
 				}
-				return out, mems, errAt(ErrInvalidJSON, "expected a member name, found "+quoteByte(in[i]), i)
+				return out, mems, errAt(ErrInvalidJSON, "expected ':', found "+quoteByte(in[i]), i)
 			}
-			// The member's fields are kept apart and written in place:
-			// a keyRef put together on the stack and then copied whole,
-			// as append copies a composite literal, stalls on the store
-			// forwarding of its parts.
-			start := len(out) + i - k
-			var pre uint64
-			var flags uint8
-			// A name of plain ASCII is canonical as written, and its
-			// first eight bytes, read here, are its prefix.
-			a, j := i+1, -1
-			if a+8 <= n {
-				x := binary.LittleEndian.Uint64(in[a:])
-				pre = bits.ReverseBytes64(x)
-				var upper uint64
-				for e := a; ; {
-					if m := notPlain(x); m != 0 {
-						b := bits.TrailingZeros64(m) >> 3
-						if byte(x>>(8*b&63)) == '"' {
-							j = e + b
-							upper |= upperOrHigh(x) & (1<<(8*b&63) - 1)
-							if e == a {
-								pre &^= ^uint64(0) >> (8 * b & 63)
-							}
-						}
-						break
-					}
-					upper |= upperOrHigh(x) // eight bytes of plain ASCII
-					if e += 8; e+8 > n {
-						break
-					}
-					x = binary.LittleEndian.Uint64(in[e:])
-				}
-				if fold && upper != 0 {
-					flags = fFoldy
-				}
-			}
-			var name []byte
-			if j >= 0 {
-				if flags != 0 {
-					p.flagFoldy(fFoldy)
-				}
-				name = in[a:j]
-				i = j + 1
-			} else {
-				var t tok
-				if t, j, err = p.streamName(i); err != nil {
-					return out, mems, err
-				}
-				a, flags = int(t.a), t.flags
-				if t.flags&fDecoded != 0 {
-					out = append(out, in[k:i]...)
-					out = writeString(out, p, t)
-					k = j
-					name = p.dec[t.a:t.b]
-					pre = namePrefix(p.dec, t.a, t.b)
-				} else {
-					name = in[t.a:t.b]
-					pre = namePrefix(in, t.a, t.b)
-				}
-				i = j
-			}
-			if i >= n || in[i] != ':' {
-				if i < n && space[in[i]] {
-					out = append(out, in[k:i]...)
-					i = skipWS(in, i)
-					k = i
-				}
-				if i >= n || in[i] != ':' {
-					if i >= n {
-						return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
-					}
-					return out, mems, errAt(ErrInvalidJSON, "expected ':', found "+quoteByte(in[i]), i)
-				}
-			}
-			i++
-			drop := deny && f.names.mayHold(pre, len(name)) && f.names.has(name)
-			if fr := &p.stack[len(p.stack)-1]; fr.sorted && len(mems) > int(fr.mark) {
-				prev := &mems[len(mems)-1]
-				if prev.pre > pre || prev.pre == pre && compareUTF16(p.refName(*prev), name) >= 0 {
-					fr.sorted = false
-				}
-			}
-			if len(mems) == cap(mems) {
-				mems = slices.Grow(mems, 1)
-			}
-			mems = mems[:len(mems)+1]
-			mm := &mems[len(mems)-1]
-			mm.pre, mm.a, mm.b, mm.tok = pre, int32(a), int32(a+len(name)), 0
-			mm.start, mm.end, mm.cut = int32(start), 0, int32(cut)
-			mm.flags, mm.drop = flags, drop
-			continue value
 		}
-		if i >= n {
+		i++
+		drop := f != nil && f.names.mayHold(pre, len(name)) && f.names.has(name)
+		if fr := &p.stack[len(p.stack)-1]; fr.sorted && len(mems) > int(fr.mark) {
+			prev := &mems[len(mems)-1]
+			if prev.pre > pre || prev.pre == pre && compareUTF16(p.refName(*prev), name) >= 0 {
+				fr.sorted = false
+			}
+		}
+		if len(mems) == cap(mems) {
+			mems = slices.Grow(mems, 1)
+		}
+		mems = mems[:len(mems)+1]
+		mm := &mems[len(mems)-1]
+		mm.pre, mm.a, mm.b, mm.tok = pre, int32(a), int32(a+len(name)), 0
+		mm.start, mm.end, mm.cut = int32(start), 0, int32(cut)
+		mm.flags, mm.drop = flags, drop
+		if i < len(in) && space[in[i]] {
+			out, i, k = spaceRun(out, in, i, k)
+		}
+	}
+value:
+	{
+		if i >= len(in) {
 			return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
 		}
 		switch c := in[i]; c {
@@ -190,22 +190,22 @@ value:
 			fr := &p.stack[len(p.stack)-1]
 			fr.tok, fr.mark, fr.out = 0, int32(len(mems)), int32(cut)
 			fr.obj, fr.foldy, fr.sorted = c == '{', false, true
-			if i < n && space[in[i]] {
-				out = append(out, in[k:i]...)
-				i = skipWS(in, i)
-				k = i
+			if i < len(in) && space[in[i]] {
+				out, i, k = spaceRun(out, in, i, k)
 			}
-			if i < n && (in[i] == '}' && c == '{' || in[i] == ']' && c == '[') {
+			if i < len(in) && (in[i] == '}' && c == '{' || in[i] == ']' && c == '[') {
 				i++
 				p.stack = p.stack[:len(p.stack)-1]
-				break // to the closing loop below
+				goto after
 			}
-			key = c == '{'
-			continue value
+			if c == '{' {
+				goto name
+			}
+			goto value
 		case '"':
 			j := i + 1
 			for { // skipPlain, inline
-				if j+8 > n {
+				if j+8 > len(in) {
 					j = skipPlain(in, j)
 					break
 				}
@@ -215,24 +215,24 @@ value:
 				}
 				j += 8
 			}
-			if j >= n || in[j] != '"' {
+			if j >= len(in) || in[j] != '"' {
 				if j, out, k, err = p.strRun(out, i, j, k); err != nil {
 					return out, mems, err
 				}
 			}
 			i = j + 1
 		case 't':
-			if n-i < 4 || string(in[i:i+4]) != "true" {
+			if len(in)-i < 4 || string(in[i:i+4]) != "true" {
 				return out, mems, errAt(ErrInvalidJSON, "invalid literal", i)
 			}
 			i += 4
 		case 'f':
-			if n-i < 5 || string(in[i:i+5]) != "false" {
+			if len(in)-i < 5 || string(in[i:i+5]) != "false" {
 				return out, mems, errAt(ErrInvalidJSON, "invalid literal", i)
 			}
 			i += 5
 		case 'n':
-			if n-i < 4 || string(in[i:i+4]) != "null" {
+			if len(in)-i < 4 || string(in[i:i+4]) != "null" {
 				return out, mems, errAt(ErrInvalidJSON, "invalid literal", i)
 			}
 			i += 4
@@ -247,10 +247,10 @@ value:
 				j++
 			}
 			d := j
-			for j < n && in[j]-'0' < 10 {
+			for j < len(in) && in[j]-'0' < 10 {
 				j++
 			}
-			if j < n && in[j] != '.' && in[j]|0x20 != 'e' && j > d && j-d <= 15 && (in[d] != '0' || j == d+1 && d == i) {
+			if j < len(in) && in[j] != '.' && in[j]|0x20 != 'e' && j > d && j-d <= 15 && (in[d] != '0' || j == d+1 && d == i) {
 				i = j
 				break
 			}
@@ -264,76 +264,90 @@ value:
 			}
 			k = i
 		}
-		// A value ended: close containers until one expects another value.
-		for {
-			if d := len(p.stack); d > 0 && p.stack[d-1].obj {
-				// The value of the object's last member.
-				if mm := &mems[len(mems)-1]; mm.drop {
-					if c := int(mm.cut); c < len(out) {
-						out = out[:c]
-					} else {
-						out = append(out, in[k:k+c-len(out)]...)
-					}
-					k = i
+	}
+after:
+	// A value ended: close containers until one expects another value.
+	for {
+		if d := len(p.stack); d > 0 && p.stack[d-1].obj {
+			// The value of the object's last member.
+			if mm := &mems[len(mems)-1]; mm.drop {
+				if c := int(mm.cut); c < len(out) {
+					out = out[:c]
 				} else {
-					mm.end = int32(len(out) + i - k)
+					out = append(out, in[k:k+c-len(out)]...)
 				}
-			}
-			if i < n && space[in[i]] {
-				out = append(out, in[k:i]...)
-				i = skipWS(in, i)
 				k = i
+			} else {
+				mm.end = int32(len(out) + i - k)
 			}
-			if len(p.stack) == 0 {
-				if i != n {
-					return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(in[i])+" after the top-level value", i)
-				}
-				return append(out, in[k:i]...), mems, nil
+		}
+		if i < len(in) && space[in[i]] {
+			out, i, k = spaceRun(out, in, i, k)
+		}
+		if len(p.stack) == 0 {
+			if i != len(in) {
+				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(in[i])+" after the top-level value", i)
 			}
-			if i >= n {
-				return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
-			}
-			fr := &p.stack[len(p.stack)-1]
-			switch c := in[i]; {
-			case c == ',':
-				if fr.obj {
-					cut = len(out) + i - k
-					key = true
-					if cut == int(fr.out) {
-						// Every member so far was dropped: no comma.
-						out = append(out, in[k:i]...)
-						k = i + 1
-					}
-				}
+			return append(out, in[k:i]...), mems, nil
+		}
+		if i >= len(in) {
+			return out, mems, errAt(ErrInvalidJSON, "unexpected end of input", i)
+		}
+		fr := &p.stack[len(p.stack)-1]
+		switch c := in[i]; {
+		case c == ',':
+			if !fr.obj {
 				i++
-				continue value
-			case c == '}' && fr.obj:
-				f := *fr
-				p.stack = p.stack[:len(p.stack)-1]
-				if ms := mems[f.mark:]; len(ms) > 1 && (!f.sorted || f.foldy) {
-					if !f.sorted {
-						// The object is put in order in out.
-						out = append(out, in[k:i]...)
-						k = i
-					}
-					if out, err = w.closeObject(f, ms, out); err != nil {
-						return out, mems, err
-					}
+				if i < len(in) && space[in[i]] {
+					out, i, k = spaceRun(out, in, i, k)
 				}
-				mems = mems[:f.mark]
-				i++
-			case c == ']' && !fr.obj:
-				p.stack = p.stack[:len(p.stack)-1]
-				i++
-			default:
-				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
+				goto value
 			}
+			cut = len(out) + i - k
+			if cut == int(fr.out) {
+				// Every member so far was dropped: no comma.
+				out = append(out, in[k:i]...)
+				k = i + 1
+			}
+			i++
+			if i < len(in) && space[in[i]] {
+				out, i, k = spaceRun(out, in, i, k)
+			}
+			goto name
+		case c == '}' && fr.obj:
+			obj := *fr
+			p.stack = p.stack[:len(p.stack)-1]
+			if ms := mems[obj.mark:]; len(ms) > 1 && (!obj.sorted || obj.foldy) {
+				if !obj.sorted {
+					// The object is put in order in out.
+					out = append(out, in[k:i]...)
+					k = i
+				}
+				if out, err = w.closeObject(obj, ms, out); err != nil {
+					return out, mems, err
+				}
+			}
+			mems = mems[:obj.mark]
+			i++
+		case c == ']' && !fr.obj:
+			p.stack = p.stack[:len(p.stack)-1]
+			i++
+		default:
+			return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
 		}
 	}
 }
 
 // space marks the bytes of JSON whitespace.
 var space = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
+// spaceRun ends streamValue's pending run in[k:i] at the whitespace at
+// in[i], copying it to out, and starts the next after the whitespace.
+func spaceRun(out, in []byte, i, k int) ([]byte, int, int) {
+	out = append(out, in[k:i]...)
+	i = skipWS(in, i)
+	return out, i, i
+}
 
 // streamName scans the member name at in[i] that is not plain ASCII
 // alone, as key does, and returns its token and where it ends.
