@@ -14,8 +14,14 @@ type numLit struct {
 }
 
 // scanNumber scans the number at in[i] (RFC 8259 grammar) into n, which it
-// fills in place: a numLit returned by value costs a copy that shows.
-func scanNumber(in []byte, i int, n *numLit) error {
+// fills in place: a numLit returned by value costs a copy that shows. It
+// reports whether the literal is already in its ES6 form, as most numbers
+// are, never meeting a float conversion: an integer of at most 15 digits
+// (other than -0), or a decimal without an exponent whose fraction does
+// not end in 0 and that plainDecimal accepts. (In exactInts mode every
+// integer other than -0 counts as written too, once exactInt has checked
+// it.)
+func scanNumber(in []byte, i int, n *numLit) (bool, error) {
 	j := i
 	if in[j] == '-' {
 		j++
@@ -30,7 +36,7 @@ func scanNumber(in []byte, i int, n *numLit) error {
 		}
 	default:
 		n.j = j
-		return errAt(ErrInvalidJSON, "invalid number", i)
+		return false, errAt(ErrInvalidJSON, "invalid number", i)
 	}
 	ie := j
 	fs, fe := j, j
@@ -43,7 +49,7 @@ func scanNumber(in []byte, i int, n *numLit) error {
 		fe = j
 		if fe == fs {
 			n.j = j
-			return errAt(ErrInvalidJSON, "invalid number", i)
+			return false, errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
 	ep, ee := j, j
@@ -60,27 +66,18 @@ func scanNumber(in []byte, i int, n *numLit) error {
 		ee = j
 		if ee == es {
 			n.j = j
-			return errAt(ErrInvalidJSON, "invalid number", i)
+			return false, errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
 	n.i, n.d, n.ie, n.fs, n.fe, n.ep, n.ee, n.j = i, d, ie, fs, fe, ep, ee, j
-	return nil
-}
-
-// asWritten reports whether the literal n is already in its ES6 form:
-// most numbers never meet a float conversion. An integer of at most 15
-// digits (other than -0) is, and so is a decimal that plainDecimal
-// accepts. (In exactInts mode every integer other than -0 counts as
-// written too, once exactInt has checked it.)
-func (n *numLit) asWritten(in []byte) bool {
-	if n.ie == n.j {
-		return n.ie-n.d <= 15 && !(in[n.d] == '0' && n.d > n.i)
+	if ie == j {
+		return ie-d <= 15 && !(in[d] == '0' && d > i), nil
 	}
-	return n.ep == n.j && in[n.fe-1] != '0' && plainDecimal(in[n.d:n.ie], in[n.fs:n.fe])
+	return ep == j && in[fe-1] != '0' && plainDecimal(in[d:ie], in[fs:fe]), nil
 }
 
 // number scans the number at in[i] and appends its token. A number in its
-// canonical form as written (asWritten, exactInt) stays a span of the
+// canonical form as written (see scanNumber, exactInt) stays a span of the
 // input; any other literal with at most 15 significant digits and a
 // moderate exponent is rewritten textually (see shortDecimal) into p.dec.
 // The rest is converted once, here, so that a value out of range is found
@@ -88,11 +85,12 @@ func (n *numLit) asWritten(in []byte) bool {
 func (p *parser) number(i int) (int, error) {
 	in := p.in
 	var n numLit
-	if err := scanNumber(in, i, &n); err != nil {
+	written, err := scanNumber(in, i, &n)
+	if err != nil {
 		return n.j, err
 	}
 	j := n.j
-	if n.asWritten(in) {
+	if written {
 		p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
 		return j, nil
 	}
@@ -121,86 +119,26 @@ func (p *parser) number(i int) (int, error) {
 	return j, nil
 }
 
-// numberTo is number for the stream writer: it appends the canonical form
-// of the number at in[i] to dst, through the same decisions.
-func (p *parser) numberTo(dst []byte, i int) (int, []byte, error) {
+// numberFrom is number for the stream writer: it appends to dst the
+// canonical form of the literal n, scanned and not in that form as
+// written, through the same decisions.
+func (p *parser) numberFrom(dst []byte, n *numLit) ([]byte, error) {
 	in := p.in
-	var n numLit
-	if err := scanNumber(in, i, &n); err != nil {
-		return n.j, dst, err
-	}
-	j := n.j
-	if n.asWritten(in) {
-		return j, append(dst, in[i:j]...), nil
-	}
+	i, j := n.i, n.j
 	if n.ie == j && in[n.d] != '0' && p.mode&exactInts != 0 {
 		if err := exactInt(in[i:j]); err != nil {
-			return i, dst, errAt(err, "number beyond the range of a double", i)
+			return dst, errAt(err, "number beyond the range of a double", i)
 		}
-		return j, append(dst, in[i:j]...), nil
+		return append(dst, in[i:j]...), nil
 	}
-	if out, ok := shortDecimal(dst, &n, in); ok {
-		return j, out, nil
+	if out, ok := shortDecimal(dst, n, in); ok {
+		return out, nil
 	}
 	f, err := parseNumber(in[i:j])
 	if err != nil {
-		return i, dst, errAt(err, "number beyond the range of a double", i)
+		return dst, errAt(err, "number beyond the range of a double", i)
 	}
-	return j, appendES6(dst, f), nil
-}
-
-// plainNumber returns where the number at in[i] ends when it is in its
-// canonical form as written, as number finds it (asWritten, and exactInt
-// in exactInts mode, for a literal of at most 308 digits), and i when it
-// is not, or is no number: an integer other than -0, or a decimal that
-// plainDecimal accepts. It reads the literal once, for the stream writer,
-// which leaves every other literal to numberTo.
-func (p *parser) plainNumber(i int) int {
-	in := p.in
-	j := i
-	if in[j] == '-' {
-		j++
-	}
-	d := j
-	for j < len(in) && in[j]-'0' < 10 {
-		j++
-	}
-	nd := j - d
-	if nd == 0 || in[d] == '0' && nd > 1 {
-		return i
-	}
-	if j == len(in) || in[j] != '.' && in[j]|0x20 != 'e' {
-		switch {
-		case in[d] == '0' && d > i: // -0
-			return i
-		case nd <= 15, nd <= 308 && p.mode&exactInts != 0:
-			return j
-		}
-		return i
-	}
-	if in[j] != '.' {
-		return i
-	}
-	fs := j + 1
-	for j = fs; j < len(in) && in[j]-'0' < 10; j++ {
-	}
-	if j == fs || in[j-1] == '0' || j < len(in) && in[j]|0x20 == 'e' {
-		return i
-	}
-	if in[d] != '0' {
-		if nd+j-fs <= 15 {
-			return j
-		}
-		return i
-	}
-	z := fs
-	for in[z] == '0' {
-		z++
-	}
-	if z-fs <= 5 && j-z <= 15 {
-		return j
-	}
-	return i
+	return appendES6(dst, f), nil
 }
 
 // parseNumber converts a number literal to the nearest double, or fails

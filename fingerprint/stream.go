@@ -68,6 +68,7 @@ func (w *work) streamValue(f *filter) ([]byte, []keyRef, error) {
 	i := skipWS(in, 0)
 	k := i
 	cut := 0 // the output offset where the next member goes back to when it is dropped
+	var num numLit
 	var err error
 	goto value
 
@@ -241,7 +242,7 @@ value:
 				return out, mems, errAt(ErrInvalidJSON, "unexpected "+quoteByte(c), i)
 			}
 			// An integer of up to 15 digits but -0 is canonical as
-			// written (see asWritten); plainNumber finds the others.
+			// written (see scanNumber), which finds the others.
 			j := i
 			if c == '-' {
 				j++
@@ -254,15 +255,18 @@ value:
 				i = j
 				break
 			}
-			if j := p.plainNumber(i); j > i {
-				i = j
-				break
-			}
-			out = append(out, in[k:i]...)
-			if i, out, err = p.numberTo(out, i); err != nil {
+			var written bool
+			if written, err = scanNumber(in, i, &num); err != nil {
 				return out, mems, err
 			}
-			k = i
+			if !written {
+				out = append(out, in[k:i]...)
+				if out, err = p.numberFrom(out, &num); err != nil {
+					return out, mems, err
+				}
+				k = num.j
+			}
+			i = num.j
 		}
 	}
 after:
