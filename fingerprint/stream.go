@@ -7,15 +7,17 @@ import (
 )
 
 // The stream writer is the fast path of canonical: it scans the body once
-// and writes its canonical form as it goes, with no token tree and no
-// second walk. Scalars are checked and written by the same scanning
-// functions as the token parser (str, foldKey, number, lit), so that both
-// accept, refuse and report exactly alike. An object's members are written
-// in the order they come, each one's span noted; when the object closes,
-// its names are checked (duplicates, and names equal under case folding in
-// foldNames mode) and, only if they were not in order already, its members
-// are moved into order. It serves every body with no field list but
-// "**.name" deny paths (the default deny-list is one), whose members it
+// and writes its canonical form as it goes, with no token tree and no second
+// walk. A name that is not plain ASCII is scanned by the token parser's own
+// functions (str, foldKey), and a number by its scanner (scanNumber);
+// strings, plain names and the literals are scanned in the loop itself,
+// checking and reporting as str and lit do, so that both accept, refuse and
+// report exactly alike (the stream tests compare them). An object's members
+// are written in the order they come, each one's span noted; when the object
+// closes, its names are checked (duplicates, and names equal under case
+// folding in foldNames mode) and, only if they were not in order already,
+// its members are moved into order. It serves every body with no field list
+// but "**.name" deny paths (the default deny-list is one), whose members it
 // drops by name; other paths need the token tree (see filtered).
 
 // stream parses in, read as m says, and appends its canonical form to
@@ -372,7 +374,8 @@ func (p *parser) streamName(i int) (tok, int, error) {
 
 // closeObject checks the names of the object fr that has just closed, whose
 // members are ms, as close does, and puts its members in order when they
-// were not.
+// were not. out must then hold all of the object's output: streamValue
+// copies its pending run there first.
 func (w *work) closeObject(fr frame, ms []keyRef, out []byte) ([]byte, error) {
 	if len(ms) < 2 || fr.sorted && !fr.foldy {
 		return out, nil
