@@ -180,7 +180,7 @@
 // canonicalized, under a SHA-256 of everything the digest is computed from
 // (the request parts, media type, encoding and raw body), so a repeated
 // request costs one pass of SHA-256 over its bytes instead of a
-// canonicalization: about a fifth of the time for a 1 KiB JSON body, and no
+// canonicalization: about a third of the time for a 1 KiB JSON body, and no
 // allocation. The memo is exact (two inputs share an entry only if SHA-256
 // collides) and bounded (a fixed table, where a newcomer replaces whatever
 // held its slot). So that a request seen once pays nothing for it, the

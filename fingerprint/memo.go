@@ -10,16 +10,16 @@ import (
 )
 
 // A retry usually repeats its request byte for byte: the same key, the same
-// body. Canonicalizing a JSON body and hashing the result costs some five
-// to six times what hashing its raw bytes with SHA-256 does. So each
-// Builder remembers, from its second call on, the digests of the last
-// requests whose body it canonicalized, under a SHA-256 of everything the
-// digest was computed from (the request parts as framed for the digest,
-// the media type, the encoding and the raw body), and a request seen
-// before costs that hash instead of the canonicalization.
+// body. Canonicalizing a JSON body and hashing the result costs some four
+// times what hashing its raw bytes with SHA-256 does. So each Builder
+// remembers, from its second call on, the digests of the last requests
+// whose body it canonicalized, under a SHA-256 of everything the digest
+// was computed from (the request parts as framed for the digest, the media
+// type, the encoding and the raw body), and a request seen before costs
+// that hash instead of the canonicalization.
 //
 // Most requests are never repeated, and for them that SHA-256 would be a
-// third of what a new body costs. So a request pays it only from its second
+// fourth of what a new body costs. So a request pays it only from its second
 // sighting: a first one costs a fast non-cryptographic hash of the same
 // inputs (maphash, with a seed of the Builder's own), noted in a table of
 // sightings. When that hash is there already, the request is probably a

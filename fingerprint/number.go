@@ -14,8 +14,14 @@ type numLit struct {
 }
 
 // scanNumber scans the number at in[i] (RFC 8259 grammar) into n, which it
-// fills in place: a numLit returned by value costs a copy that shows.
-func scanNumber(in []byte, i int, n *numLit) error {
+// fills in place: a numLit returned by value costs a copy that shows. It
+// reports whether the literal is already in its ES6 form, as most numbers
+// are, never meeting a float conversion: an integer of at most 15 digits
+// (other than -0), or a decimal without an exponent whose fraction does
+// not end in 0 and that plainDecimal accepts. (In exactInts mode every
+// integer other than -0 counts as written too, once exactInt has checked
+// it.)
+func scanNumber(in []byte, i int, n *numLit) (bool, error) {
 	j := i
 	if in[j] == '-' {
 		j++
@@ -30,7 +36,7 @@ func scanNumber(in []byte, i int, n *numLit) error {
 		}
 	default:
 		n.j = j
-		return errAt(ErrInvalidJSON, "invalid number", i)
+		return false, errAt(ErrInvalidJSON, "invalid number", i)
 	}
 	ie := j
 	fs, fe := j, j
@@ -43,7 +49,7 @@ func scanNumber(in []byte, i int, n *numLit) error {
 		fe = j
 		if fe == fs {
 			n.j = j
-			return errAt(ErrInvalidJSON, "invalid number", i)
+			return false, errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
 	ep, ee := j, j
@@ -60,27 +66,18 @@ func scanNumber(in []byte, i int, n *numLit) error {
 		ee = j
 		if ee == es {
 			n.j = j
-			return errAt(ErrInvalidJSON, "invalid number", i)
+			return false, errAt(ErrInvalidJSON, "invalid number", i)
 		}
 	}
 	n.i, n.d, n.ie, n.fs, n.fe, n.ep, n.ee, n.j = i, d, ie, fs, fe, ep, ee, j
-	return nil
-}
-
-// asWritten reports whether the literal n is already in its ES6 form:
-// most numbers never meet a float conversion. An integer of at most 15
-// digits (other than -0) is, and so is a decimal that plainDecimal
-// accepts. (In exactInts mode every integer other than -0 counts as
-// written too, once exactInt has checked it.)
-func (n *numLit) asWritten(in []byte) bool {
-	if n.ie == n.j {
-		return n.ie-n.d <= 15 && !(in[n.d] == '0' && n.d > n.i)
+	if ie == j {
+		return ie-d <= 15 && !(in[d] == '0' && d > i), nil
 	}
-	return n.ep == n.j && in[n.fe-1] != '0' && plainDecimal(in[n.d:n.ie], in[n.fs:n.fe])
+	return ep == j && in[fe-1] != '0' && plainDecimal(in[d:ie], in[fs:fe]), nil
 }
 
 // number scans the number at in[i] and appends its token. A number in its
-// canonical form as written (asWritten, exactInt) stays a span of the
+// canonical form as written (see scanNumber, exactInt) stays a span of the
 // input; any other literal with at most 15 significant digits and a
 // moderate exponent is rewritten textually (see shortDecimal) into p.dec.
 // The rest is converted once, here, so that a value out of range is found
@@ -88,11 +85,12 @@ func (n *numLit) asWritten(in []byte) bool {
 func (p *parser) number(i int) (int, error) {
 	in := p.in
 	var n numLit
-	if err := scanNumber(in, i, &n); err != nil {
+	written, err := scanNumber(in, i, &n)
+	if err != nil {
 		return n.j, err
 	}
 	j := n.j
-	if n.asWritten(in) {
+	if written {
 		p.toks = append(p.toks, tok{kind: kNumber, a: int32(i), b: int32(j)})
 		return j, nil
 	}
@@ -121,32 +119,26 @@ func (p *parser) number(i int) (int, error) {
 	return j, nil
 }
 
-// numberTo is number for the stream writer: it appends the canonical form
-// of the number at in[i] to dst, through the same decisions.
-func (p *parser) numberTo(dst []byte, i int) (int, []byte, error) {
+// numberFrom is number for the stream writer: it appends to dst the
+// canonical form of the literal n, scanned and not in that form as
+// written, through the same decisions.
+func (p *parser) numberFrom(dst []byte, n *numLit) ([]byte, error) {
 	in := p.in
-	var n numLit
-	if err := scanNumber(in, i, &n); err != nil {
-		return n.j, dst, err
-	}
-	j := n.j
-	if n.asWritten(in) {
-		return j, append(dst, in[i:j]...), nil
-	}
+	i, j := n.i, n.j
 	if n.ie == j && in[n.d] != '0' && p.mode&exactInts != 0 {
 		if err := exactInt(in[i:j]); err != nil {
-			return i, dst, errAt(err, "number beyond the range of a double", i)
+			return dst, errAt(err, "number beyond the range of a double", i)
 		}
-		return j, append(dst, in[i:j]...), nil
+		return append(dst, in[i:j]...), nil
 	}
-	if out, ok := shortDecimal(dst, &n, in); ok {
-		return j, out, nil
+	if out, ok := shortDecimal(dst, n, in); ok {
+		return out, nil
 	}
 	f, err := parseNumber(in[i:j])
 	if err != nil {
-		return i, dst, errAt(err, "number beyond the range of a double", i)
+		return dst, errAt(err, "number beyond the range of a double", i)
 	}
-	return j, appendES6(dst, f), nil
+	return appendES6(dst, f), nil
 }
 
 // parseNumber converts a number literal to the nearest double, or fails
@@ -212,58 +204,67 @@ const maxRewritten = 512 << 20
 // zeros, are the shortest round-trip digits ES6 wants. The exponent is kept
 // well inside the normal range, where that guarantee holds.
 func shortDecimal(dst []byte, lit *numLit, in []byte) ([]byte, bool) {
-	neg, intPart, frac, exp := lit.d > lit.i, in[lit.d:lit.ie], in[lit.fs:lit.fe], in[lit.ep:lit.ee]
-	var buf [15]byte
-	k, zeros := 0, 0
-	started := false
-	for _, part := range [2][]byte{intPart, frac} {
-		for _, c := range part {
-			switch {
-			case c == '0' && !started:
-			case c == '0':
-				zeros++
-			default:
-				started = true
-				if k+zeros >= len(buf) {
-					return dst, false
-				}
-				for ; zeros > 0; zeros-- {
-					buf[k] = '0'
-					k++
-				}
-				buf[k] = c
-				k++
-			}
-		}
-	}
 	e := 0
-	if len(exp) > 0 {
-		digits := exp[1:]
-		sign := 1
-		if exp[1] == '-' || exp[1] == '+' {
-			digits = exp[2:]
-			if exp[1] == '-' {
-				sign = -1
-			}
+	if x := lit.ep + 1; x < lit.ee {
+		neg := in[x] == '-'
+		if neg || in[x] == '+' {
+			x++
 		}
-		if len(digits) > 4 {
+		if lit.ee-x > 4 {
 			return dst, false
 		}
-		for _, c := range digits {
-			e = e*10 + int(c-'0')
+		for ; x < lit.ee; x++ {
+			e = e*10 + int(in[x]-'0')
 		}
-		e *= sign
+		if neg {
+			e = -e
+		}
 	}
+	// The value is the digits of intPart and frac × 10^(e - len(frac)),
+	// and stays so as leading zeros go and trailing zeros move into n.
+	intPart, frac := in[lit.d:lit.ie], in[lit.fs:lit.fe]
+	n := e - len(frac)
+	if intPart[0] == '0' { // "0", as the grammar allows no other leading zero
+		intPart = nil
+		for len(frac) > 0 && frac[0] == '0' {
+			frac = frac[1:]
+		}
+	}
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+		n++
+	}
+	if len(frac) == 0 {
+		for len(intPart) > 0 && intPart[len(intPart)-1] == '0' {
+			intPart = intPart[:len(intPart)-1]
+			n++
+		}
+	}
+	k := len(intPart) + len(frac)
 	if k == 0 {
 		return append(dst, '0'), true
 	}
-	// The value is buf[:k] × 10^(zeros + e - len(frac)); ECMA-262 calls
-	// the digit count k and the decimal exponent n, value = s × 10^(n-k).
-	n := k + zeros + e - len(frac)
+	if k > 15 {
+		return dst, false
+	}
+	// ECMA-262 calls the digit count k and the decimal exponent n,
+	// value = s × 10^(n-k).
+	n += k
 	if n < -290 || n > 290 {
 		return dst, false
 	}
-	return appendDigits(dst, neg, buf[:k], n), true
+	ds := intPart
+	switch {
+	case len(frac) == 0:
+	case len(intPart) == 0:
+		ds = frac
+	default:
+		var buf [15]byte
+		m := copy(buf[:], intPart)
+		copy(buf[m:], frac)
+		ds = buf[:k]
+	}
+	return appendDigits(dst, lit.d > lit.i, ds, n), true
 }
 
 // appendES6 writes f as ECMAScript's Number.prototype.toString does (ECMA-262

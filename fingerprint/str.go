@@ -168,42 +168,79 @@ func escapedRune(in []byte, j int) (rune, int, error) {
 	return r, j + 6, nil
 }
 
-// strTo is str for the stream writer: it appends the string at in[i] to
-// dst in its canonical form, writing each escape as RFC 8785 does
-// (appendQuoted) as it meets it, and returns where the string ends. It
+// strRun is str for the stream writer, which keeps in its pending run
+// what RFC 8785 writes as it is (see streamValue): it scans on from in[j],
+// the first byte that is not plain of the string at in[i], and returns
+// where the string ends, out and the start k of the run. Valid UTF-8 and
+// the escapes RFC 8785 writes alike (\" \\ \b \f \n \r \t) stay in the
+// run; another escape (\/ or \u) ends it: the run goes to out, then the
+// escape's canonical form (appendRune), and a new run starts after it. It
 // checks and fails exactly as str does.
-func (p *parser) strTo(dst []byte, i int) (int, []byte, error) {
+func (p *parser) strRun(out []byte, i, j, k int) (int, []byte, int, error) {
 	in := p.in
-	dst = append(dst, '"')
-	k := i + 1 // the start of what is not yet written
-	j := k
 	for {
-		j = skipPlain(in, j)
 		if j >= len(in) {
-			return j, dst, errAt(ErrInvalidJSON, "unterminated string", i)
+			return j, out, k, errAt(ErrInvalidJSON, "unterminated string", i)
 		}
-		c := in[j]
-		switch {
+		switch c := in[j]; {
 		case c == '"':
-			return j + 1, append(dst, in[k:j+1]...), nil
+			return j, out, k, nil
 		case c == '\\':
-			dst = append(dst, in[k:j]...)
+			if j+1 < len(in) && sameEscape[in[j+1]] {
+				j += 2
+				break
+			}
 			r, e, err := escapedRune(in, j)
 			if err != nil {
-				return e, dst, err
+				return e, out, k, err
 			}
-			dst = appendRune(dst, r)
+			out = append(out, in[k:j]...)
+			out = appendRune(out, r)
 			j, k = e, e
 		case c < 0x20:
-			return j, dst, errAt(ErrInvalidString, "raw control character", j)
+			return j, out, k, errAt(ErrInvalidString, "raw control character", j)
 		default:
-			r, size := utf8.DecodeRune(in[j:])
-			if r == utf8.RuneError && size == 1 {
-				return j, dst, errAt(ErrInvalidString, "invalid UTF-8", j)
+			size := utf8Len(in, j)
+			if size == 0 {
+				return j, out, k, errAt(ErrInvalidString, "invalid UTF-8", j)
 			}
 			j += size
 		}
+		j = skipPlain(in, j)
 	}
+}
+
+// sameEscape marks the bytes after a backslash of the escapes RFC 8785
+// writes as they are written.
+var sameEscape = [256]bool{'"': true, '\\': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
+
+// utf8Len returns the length of the valid UTF-8 sequence at in[j], a byte
+// of 0x80 or above, or 0 when it is not one, as utf8.DecodeRune finds it.
+// Two- and three-byte sequences, the common ones, are checked here.
+func utf8Len(in []byte, j int) int {
+	switch c := in[j]; {
+	case c >= 0xC2 && c < 0xE0:
+		if j+1 < len(in) && in[j+1]&0xC0 == 0x80 {
+			return 2
+		}
+		return 0
+	case c >= 0xE0 && c < 0xF0 && j+2 < len(in):
+		lo, hi := byte(0x80), byte(0xBF)
+		switch c {
+		case 0xE0:
+			lo = 0xA0
+		case 0xED:
+			hi = 0x9F // not a surrogate
+		}
+		if c1 := in[j+1]; c1 >= lo && c1 <= hi && in[j+2]&0xC0 == 0x80 {
+			return 3
+		}
+		return 0
+	}
+	if r, size := utf8.DecodeRune(in[j:]); r != utf8.RuneError || size > 1 {
+		return size
+	}
+	return 0
 }
 
 // appendRune appends r as appendQuoted writes it inside a string.

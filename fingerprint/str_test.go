@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestSkipPlain checks the eight-bytes-at-a-time scan against the table for
@@ -65,6 +66,34 @@ func TestSkipPlainFirstOfMany(t *testing.T) {
 		}
 		if got := skipPlain(in, start); got != want {
 			t.Fatalf("skipPlain(%q, %d) = %d, want %d", in, start, got, want)
+		}
+	}
+}
+
+// TestUTF8Len checks utf8Len against utf8.DecodeRune on every sequence of
+// up to three bytes that starts with a byte of 0x80 or above, whole and cut
+// short, followed by a continuation byte where a four-byte form needs one.
+func TestUTF8Len(t *testing.T) {
+	want := func(b []byte) int {
+		if r, size := utf8.DecodeRune(b); r != utf8.RuneError || size > 1 {
+			return size
+		}
+		return 0
+	}
+	b := make([]byte, 4)
+	for c0 := 0x80; c0 < 0x100; c0++ {
+		for c1 := range 0x100 {
+			for c2 := range 0x100 {
+				b[0], b[1], b[2], b[3] = byte(c0), byte(c1), byte(c2), 0x80
+				for _, n := range []int{1, 2, 3, 4} {
+					if c2 > 0 && n < 3 || c1 > 0 && n < 2 {
+						continue // the shorter forms once each
+					}
+					if got, w := utf8Len(b[:n], 0), want(b[:n]); got != w {
+						t.Fatalf("utf8Len(% x) = %d, want %d", b[:n], got, w)
+					}
+				}
+			}
 		}
 	}
 }

@@ -194,3 +194,39 @@ func TestStreamShapesOutliveABody(t *testing.T) {
 		checkStreamKeeping(t, cs, []byte(b.String()), kept)
 	}
 }
+
+// runSeeds are bodies at the edges of the stream writer's pending run
+// (see streamValue): whitespace wherever it may stand, members dropped
+// first, in the middle, last and all of them, in objects put in order and
+// not, escapes RFC 8785 writes as they are and escapes it rewrites, UTF-8
+// of every length, and numbers canonical as written next to numbers that
+// are not.
+var runSeeds = []string{
+	" { \"b\" : 1 , \"a\" : [ 1 , 2 ] , \"c\" : { } , \"d\" : [ ] } ",
+	"\t{\r\n\"nonce\"\n:\n1\n}\n",
+	`{"nonce":1,"b":2,"a":3}`,
+	`{"b":2,"nonce":1,"a":3}`,
+	`{"b":2,"a":3,"nonce":1}`,
+	`{"nonce":1,"trace_id":2}`,
+	`{"a":1,"nonce":{"y":[1,"\/"],"x":2},"b":1.50}`,
+	`{"z":{"nonce":1},"y":[{"nonce":1}, {"nonce":1,"a":1e2}]}`,
+	`["\"\\\b\f\n\r\t", "\/", "a\/b\u00e9c", "\u0041\u001f\u001F", "\ud83d\ude00x"]`,
+	"[\"é\", \"東京\", \"\U0001F600\", \"\xc3\", \"\xe2\x82\", \"\xed\xa0\x80\", \"\xe0\x80\x80\", \"\xf4\x90\x80\x80\", \"\xc0\xaf\"]",
+	`{"n\u0061me":1,"name2":2,"\/":3, "a" :4}`,
+	`{"longer_than_eight":1,"long_name_\u00e9":2,"long_name_é":3}`,
+	`[0,-0,-1,1.5,-1.5,0.5,-0.5,0.0,1.0,0.000001,0.0000001,1e2,1E+2,-1e-2,123456789012345,1234567890123456,12345678901234.5,1234567890123.45,0.123456789012345,0.1234567890123456]`,
+	`[01, 1.]`, `[-]`, `[1.e2]`, `[1e]`, `[--1]`, `[1x]`, `[0x1]`, `[-01]`,
+	`[1,2`, `[1,2,`, `[1.5`, `[1e5`, `["ab`, `["a\`, `["a\u12`, `{"a"`, `{"a":`, `{"a" `, `{"é`,
+	`[tru]`, `[nul`, `[fals`, `[true,false,null]`,
+}
+
+// TestStreamRuns compares the stream writer with the token tree on
+// runSeeds and on every prefix of each.
+func TestStreamRuns(t *testing.T) {
+	cs := streamConfigs(t)
+	for _, s := range runSeeds {
+		for n := range len(s) + 1 {
+			checkStream(t, cs, []byte(s[:n]))
+		}
+	}
+}
