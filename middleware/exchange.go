@@ -86,7 +86,7 @@ func (x *exchange) free() {
 	x.state, x.ended = notRun, nil
 	x.body.buf = b[:0]
 	x.body.rd.Reset(nil)
-	x.capture = capture{hdr: x.capture.hdr, body: cb[:0], fields: fields[:0]}
+	x.capture = capture{saved: x.capture.saved, body: cb[:0], fields: fields[:0]}
 	exchanges.Put(x)
 }
 
