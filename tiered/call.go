@@ -75,6 +75,14 @@ func (c *call) bounded(b *bounds, purpose int, now time.Time) (context.Context, 
 // fp returns the call's fingerprint.
 func (c *call) fp() string { return c.flight.fp }
 
+// now reads the clock for the execution's own reckoning (how much of the
+// lease is left, how long the work took, when its completion is sent): the
+// start plus the monotonic time since, one reading of the clock where
+// time.Now takes two. Such a time is only compared with, added to and
+// subtracted from other readings of this process, which use their
+// monotonic parts; its wall clock part is the start's, moved on as much.
+func (c *call) now() time.Time { return c.start.Add(time.Since(c.start)) }
+
 // lead runs the execution and hands its outcome to everyone waiting. It
 // never panics: fn's panic is recovered in runFn.
 func (c *call) lead(part *flights) {
