@@ -24,6 +24,12 @@ const DefaultMaxResult = 8 << 20
 // records.
 const sweepEvery = 1024
 
+// A chunk of the layer's storage holds chunkSize entries.
+const (
+	chunkBits = 8
+	chunkSize = 1 << chunkBits
+)
+
 // Option configures a Layer. An option given nonsense makes New fail.
 type Option func(*Layer) error
 
@@ -63,29 +69,29 @@ type Layer struct {
 	base      time.Time // now's reading when the layer was made
 	maxResult int
 
-	mu      sync.Mutex // guards records, ops and tokens
-	records map[[idem.KeySize]byte]slot
+	// The records. Their entries live in chunks that never move and are
+	// found through index by their key's digest: a record costs no
+	// allocation of its own (its token and result aside), and the index
+	// holds no pointers, so that the garbage collector never reads it.
+	// Entries that records left are chained from free and taken again
+	// first; a sweep walks the entries in order from sweepAt.
+	mu      sync.Mutex // guards everything below
+	index   map[[idem.KeySize]byte]int
+	chunks  []*[chunkSize]entry
+	used    int // entries handed out at least once; chunks hold them all
+	free    int // first unused entry below used, chained through next; -1 for none
+	sweepAt int
 	ops     int
 	tokens  *rand.ChaCha8 // the owner tokens' randomness: see token
 }
 
-// slot is what records holds for a key: the entry, and a hint of when it
-// expires that a sweep reads where the map keeps it, rather than following
-// every pointer to wherever each entry was allocated. The hint is the
-// entry's expiry when it was stored (or last looked at by a sweep). It
-// never decides: a sweep follows the pointer once the hint has passed, and
-// the entry's own expiresAt says whether it goes. A record whose life was
-// shortened after the hint was set (a completion with a TTL shorter than
-// its lease) is invisible from its own expiry on, as every expired record
-// is, and swept once the hint passes.
-type slot struct {
-	e    *entry
-	hint int64
-}
-
-// entry is one stored record. It is only read or written with Layer.mu held.
-// Its times are the layer's (see Layer.clock).
+// entry is one stored record, or an unused place for one (inUse false). It
+// is only read or written with Layer.mu held. Its times are the layer's
+// (see Layer.clock).
 type entry struct {
+	digest      [idem.KeySize]byte // its key's
+	inUse       bool
+	next        int // unused: the next unused entry, or -1
 	fingerprint string
 	token       string
 	result      []byte
@@ -102,7 +108,7 @@ type entry struct {
 // given nonsense make it fail with an error that names each of them and
 // wraps idem.ErrConfig.
 func New(opts ...Option) (*Layer, error) {
-	l := &Layer{now: time.Now, mono: true, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]slot)}
+	l := &Layer{now: time.Now, mono: true, maxResult: DefaultMaxResult, index: make(map[[idem.KeySize]byte]int), free: -1}
 	var seed [32]byte
 	_, _ = crand.Read(seed[:]) // crypto/rand.Read never fails (Go 1.24+).
 	l.tokens = rand.NewChaCha8(seed)
@@ -149,7 +155,37 @@ func later(t int64, d time.Duration) int64 {
 func (l *Layer) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.records)
+	return len(l.index)
+}
+
+// entry returns entry i. l.mu must be held.
+func (l *Layer) entry(i int) *entry { return &l.chunks[i>>chunkBits][i&(chunkSize-1)] }
+
+// add stores a new entry for the key whose digest is d and returns it, to
+// be filled in. l.mu must be held.
+func (l *Layer) add(d [idem.KeySize]byte) *entry {
+	i := l.free
+	if i >= 0 {
+		l.free = l.entry(i).next
+	} else {
+		if l.used == len(l.chunks)*chunkSize {
+			l.chunks = append(l.chunks, new([chunkSize]entry))
+		}
+		i = l.used
+		l.used++
+	}
+	l.index[d] = i
+	e := l.entry(i)
+	e.digest, e.inUse = d, true
+	return e
+}
+
+// remove forgets entry i, which is in use. l.mu must be held.
+func (l *Layer) remove(i int) {
+	e := l.entry(i)
+	delete(l.index, e.digest)
+	*e = entry{next: l.free} // and lets go of its strings and result
+	l.free = i
 }
 
 func check(ctx context.Context, key idem.Key) error {
@@ -162,16 +198,15 @@ func check(ctx context.Context, key idem.Key) error {
 // live returns the unexpired entry for key, deleting an expired one. l.mu
 // must be held.
 func (l *Layer) live(key idem.Key, now int64) *entry {
-	d := key.Digest()
-	e := l.records[d].e
-	if e == nil {
+	i, ok := l.index[key.Digest()]
+	if !ok {
 		return nil
 	}
-	if now >= e.expiresAt {
-		delete(l.records, d)
-		return nil
+	if e := l.entry(i); now < e.expiresAt {
+		return e
 	}
-	return e
+	l.remove(i)
+	return nil
 }
 
 // record returns what a reader of l sees at now: no token.
@@ -241,14 +276,13 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	// New claim, or takeover of a lease whose grace lapsed too.
 	tookOver := e != nil
-	e = &entry{
-		fingerprint: fingerprint,
-		state:       idem.StateInProgress,
-		token:       l.token(),
-		leaseUntil:  later(now, lease),
-		expiresAt:   later(now, max(ttl, lease)),
+	if !tookOver {
+		e = l.add(key.Digest())
 	}
-	l.records[key.Digest()] = slot{e: e, hint: e.expiresAt}
+	e.fingerprint, e.state, e.grace, e.result = fingerprint, idem.StateInProgress, false, nil
+	e.token = l.token()
+	e.leaseUntil = later(now, lease)
+	e.expiresAt = later(now, max(ttl, lease))
 	r := e.record(l, key, now)
 	r.Token, r.TookOver = e.token, tookOver
 	return r, true, nil
@@ -296,7 +330,7 @@ func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 	if e.token != token || e.state != idem.StateInProgress {
 		return idem.ErrLeaseLost
 	}
-	delete(l.records, key.Digest())
+	l.remove(l.index[key.Digest()])
 	return nil
 }
 
@@ -336,25 +370,21 @@ func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	return e.record(l, key, now), nil
 }
 
-// sweepVisit bounds how many records one sweep looks at, so that a sweep
-// costs the same however many records are stored. Map iteration starts at a
-// random place, so successive sweeps cover the whole map.
+// sweepVisit bounds how many entries one sweep looks at, so that a sweep
+// costs the same however many records are stored. Each sweep goes on where
+// the last one stopped, so that successive sweeps cover every entry in turn.
 const sweepVisit = 4 * sweepEvery
 
-// sweep deletes expired records among up to sweepVisit of them. l.mu must
-// be held.
+// sweep deletes the expired records among the next sweepVisit entries. l.mu
+// must be held.
 func (l *Layer) sweep(now int64) {
-	n := 0
-	for d, sl := range l.records {
-		if sl.hint <= now { // the entry may have expired: look
-			if now >= sl.e.expiresAt {
-				delete(l.records, d)
-			} else {
-				l.records[d] = slot{e: sl.e, hint: sl.e.expiresAt}
-			}
+	for range min(sweepVisit, l.used) {
+		if l.sweepAt >= l.used {
+			l.sweepAt = 0
 		}
-		if n++; n == sweepVisit {
-			return
+		if e := l.entry(l.sweepAt); e.inUse && now >= e.expiresAt {
+			l.remove(l.sweepAt)
 		}
+		l.sweepAt++
 	}
 }
