@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,12 @@ type Reservation struct {
 	inTx    bool                   // a layer wrote the completion in the caller's transaction
 	written []byte                 // what it wrote (the last attempt's)
 	refused error                  // a completion refused as a mistake (ErrConfig), or nil
+
+	// node is the context ContextWithReservation returns the first time it
+	// is given this reservation, which placed records: putting a Store's
+	// reservation on its execution's context allocates nothing more.
+	node   reservationCtx
+	placed atomic.Bool
 }
 
 // NewReservation is for Stores: it returns the reservation of an execution
@@ -201,7 +208,32 @@ type reservationKey struct{}
 // ContextWithReservation returns ctx carrying r: a Store puts the
 // reservation on the context of the execution it leads.
 func ContextWithReservation(ctx context.Context, r *Reservation) context.Context {
+	if ctx != nil && r != nil && r.placed.CompareAndSwap(false, true) {
+		r.node = reservationCtx{Context: ctx, r: r}
+		return &r.node
+	}
 	return context.WithValue(ctx, reservationKey{}, r)
+}
+
+// reservationCtx is a context that carries a reservation, as
+// context.WithValue makes one, but kept in the reservation itself.
+// Everything but the reservation's value is its parent's: Done, Err,
+// Deadline, and the values the context package looks up to link a
+// child's cancellation to its parent's and to find its cause.
+type reservationCtx struct {
+	context.Context
+	r *Reservation
+}
+
+func (c *reservationCtx) Value(key any) any {
+	if key == any(reservationKey{}) {
+		return c.r
+	}
+	return c.Context.Value(key)
+}
+
+func (c *reservationCtx) String() string {
+	return fmt.Sprint(c.Context) + ".WithValue(idem.Reservation)"
 }
 
 // ReservationFrom returns the reservation of the execution ctx belongs to:

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -23,18 +24,26 @@ const DefaultMaxResult = 8 << 20
 // records.
 const sweepEvery = 1024
 
+// A chunk of the layer's storage holds chunkSize entries.
+const (
+	chunkBits = 8
+	chunkSize = 1 << chunkBits
+)
+
 // Option configures a Layer. An option given nonsense makes New fail.
 type Option func(*Layer) error
 
-// WithClock sets the clock the layer reads. Default: time.Now. A test passes
-// a fake clock and advances it instead of sleeping. now must be safe for
-// concurrent use; nil is an error.
+// WithClock sets the clock the layer reads. Default: time.Now, of which the
+// layer reads the monotonic clock alone, so that no step of the wall clock
+// moves a lease or an expiry. A test passes a fake clock and advances it
+// instead of sleeping. now must be safe for concurrent use; nil is an
+// error.
 func WithClock(now func() time.Time) Option {
 	return func(l *Layer) error {
 		if now == nil {
 			return errors.New("WithClock(nil): a layer needs a clock")
 		}
-		l.now = now
+		l.now, l.mono = now, false
 		return nil
 	}
 }
@@ -56,36 +65,39 @@ func WithMaxResult(n int) Option {
 // is not usable; call New.
 type Layer struct {
 	now       func() time.Time
+	mono      bool      // now is time.Now: read its monotonic clock alone
+	base      time.Time // now's reading when the layer was made
 	maxResult int
 
-	mu      sync.Mutex // guards records, ops and tokens
-	records map[[idem.KeySize]byte]slot
+	// The records. Their entries live in chunks that never move and are
+	// found through index by their key's digest: a record costs no
+	// allocation of its own (its token and result aside), and the index
+	// holds no pointers, so that the garbage collector never reads it.
+	// Entries that records left are chained from free and taken again
+	// first; a sweep walks the entries in order from sweepAt.
+	mu      sync.Mutex // guards everything below
+	index   map[[idem.KeySize]byte]int
+	chunks  []*[chunkSize]entry
+	used    int // entries handed out at least once; chunks hold them all
+	free    int // first unused entry below used, chained through next; -1 for none
+	sweepAt int
 	ops     int
 	tokens  *rand.ChaCha8 // the owner tokens' randomness: see token
 }
 
-// slot is what records holds for a key: the entry, and a hint of when it
-// expires that a sweep reads where the map keeps it, rather than following
-// every pointer to wherever each entry was allocated. The hint is the
-// entry's expiry when it was stored (or last looked at by a sweep), in the
-// clock's Unix nanoseconds. It never decides: a sweep follows the pointer
-// once the hint has passed, and the entry's own expiresAt says whether it
-// goes. A record whose life was shortened after the hint was set (a
-// completion with a TTL shorter than its lease) is invisible from its own
-// expiry on, as every expired record is, and swept once the hint passes.
-type slot struct {
-	e    *entry
-	hint int64
-}
-
-// entry is one stored record. It is only read or written with Layer.mu held.
+// entry is one stored record, or an unused place for one (inUse false). It
+// is only read or written with Layer.mu held. Its times are the layer's
+// (see Layer.clock).
 type entry struct {
+	digest      [idem.KeySize]byte // its key's
+	inUse       bool
+	next        int // unused: the next unused entry, or -1
 	fingerprint string
-	state       idem.State
 	token       string
 	result      []byte
-	leaseUntil  time.Time
-	expiresAt   time.Time
+	leaseUntil  int64 // in progress: when the lease lapses
+	expiresAt   int64
+	state       idem.State
 	// grace is set when a Reserve found the lease lapsed and extended it by
 	// a grace instead of taking it over; the next lapse is a takeover. A
 	// renewal clears it.
@@ -96,7 +108,7 @@ type entry struct {
 // given nonsense make it fail with an error that names each of them and
 // wraps idem.ErrConfig.
 func New(opts ...Option) (*Layer, error) {
-	l := &Layer{now: time.Now, maxResult: DefaultMaxResult, records: make(map[[idem.KeySize]byte]slot)}
+	l := &Layer{now: time.Now, mono: true, maxResult: DefaultMaxResult, index: make(map[[idem.KeySize]byte]int), free: -1}
 	var seed [32]byte
 	_, _ = crand.Read(seed[:]) // crypto/rand.Read never fails (Go 1.24+).
 	l.tokens = rand.NewChaCha8(seed)
@@ -112,7 +124,30 @@ func New(opts ...Option) (*Layer, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("memlayer: %w: %w", idem.ErrConfig, err)
 	}
+	l.base = l.now()
 	return l, nil
+}
+
+// clock reads the layer's clock: nanoseconds since base. With the default
+// clock that is one reading of the monotonic clock, where time.Now takes
+// two (wall and monotonic).
+func (l *Layer) clock() int64 {
+	if l.mono {
+		return int64(time.Since(l.base))
+	}
+	return int64(l.now().Sub(l.base))
+}
+
+// at returns the layer's time t as a time.Time.
+func (l *Layer) at(t int64) time.Time { return l.base.Add(time.Duration(t)) }
+
+// later returns t + d (d >= 0) on the layer's clock, at most the clock's
+// end: a time past it never comes.
+func later(t int64, d time.Duration) int64 {
+	if t > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return t + int64(d)
 }
 
 // Len returns how many records are stored, expired ones not yet swept
@@ -120,7 +155,37 @@ func New(opts ...Option) (*Layer, error) {
 func (l *Layer) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.records)
+	return len(l.index)
+}
+
+// entry returns entry i. l.mu must be held.
+func (l *Layer) entry(i int) *entry { return &l.chunks[i>>chunkBits][i&(chunkSize-1)] }
+
+// add stores a new entry for the key whose digest is d and returns it, to
+// be filled in. l.mu must be held.
+func (l *Layer) add(d [idem.KeySize]byte) *entry {
+	i := l.free
+	if i >= 0 {
+		l.free = l.entry(i).next
+	} else {
+		if l.used == len(l.chunks)*chunkSize {
+			l.chunks = append(l.chunks, new([chunkSize]entry))
+		}
+		i = l.used
+		l.used++
+	}
+	l.index[d] = i
+	e := l.entry(i)
+	e.digest, e.inUse = d, true
+	return e
+}
+
+// remove forgets entry i, which is in use. l.mu must be held.
+func (l *Layer) remove(i int) {
+	e := l.entry(i)
+	delete(l.index, e.digest)
+	*e = entry{next: l.free} // and lets go of its strings and result
+	l.free = i
 }
 
 func check(ctx context.Context, key idem.Key) error {
@@ -132,28 +197,32 @@ func check(ctx context.Context, key idem.Key) error {
 
 // live returns the unexpired entry for key, deleting an expired one. l.mu
 // must be held.
-func (l *Layer) live(key idem.Key, now time.Time) *entry {
-	d := key.Digest()
-	e := l.records[d].e
-	if e == nil {
+func (l *Layer) live(key idem.Key, now int64) *entry {
+	i, ok := l.index[key.Digest()]
+	if !ok {
 		return nil
 	}
-	if !now.Before(e.expiresAt) {
-		delete(l.records, d)
-		return nil
+	if e := l.entry(i); now < e.expiresAt {
+		return e
 	}
-	return e
+	l.remove(i)
+	return nil
 }
 
-// record returns what a reader sees at now: no token.
-func (e *entry) record(key idem.Key, now time.Time) idem.Record {
+// record returns what a reader of l sees at now: no token.
+func (e *entry) record(l *Layer, key idem.Key, now int64) idem.Record {
 	r := idem.Record{
 		Key:         key,
 		Fingerprint: e.fingerprint,
 		State:       e.state,
-		LeaseUntil:  e.leaseUntil,
-		ExpiresAt:   e.expiresAt,
-		ExpiresIn:   e.expiresAt.Sub(now),
+		ExpiresAt:   l.at(e.expiresAt),
+		ExpiresIn:   time.Duration(e.expiresAt - now),
+	}
+	if r.ExpiresIn < 0 { // past the clock's range: e is live, so now < expiresAt
+		r.ExpiresIn = math.MaxInt64
+	}
+	if e.state == idem.StateInProgress {
+		r.LeaseUntil = l.at(e.leaseUntil)
 	}
 	if e.result != nil {
 		r.Result = append([]byte{}, e.result...)
@@ -185,39 +254,36 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	now := l.clock()
 	l.ops++
 	if l.ops%sweepEvery == 0 {
 		l.sweep(now)
 	}
 	e := l.live(key, now)
 	if e != nil {
-		if e.state != idem.StateInProgress || e.fingerprint != fingerprint || now.Before(e.leaseUntil) {
-			return e.record(key, now), false, nil
+		if e.state != idem.StateInProgress || e.fingerprint != fingerprint || now < e.leaseUntil {
+			return e.record(l, key, now), false, nil
 		}
 		if !e.grace {
 			// The lease lapsed: the owner gets a grace of lease/4 before
 			// anyone takes over, so that a completion it is still retrying
 			// lands first.
 			e.grace = true
-			e.leaseUntil = now.Add(lease / 4)
-			if e.expiresAt.Before(e.leaseUntil) {
-				e.expiresAt = e.leaseUntil
-			}
-			return e.record(key, now), false, nil
+			e.leaseUntil = later(now, lease/4)
+			e.expiresAt = max(e.expiresAt, e.leaseUntil)
+			return e.record(l, key, now), false, nil
 		}
 	}
 	// New claim, or takeover of a lease whose grace lapsed too.
 	tookOver := e != nil
-	e = &entry{
-		fingerprint: fingerprint,
-		state:       idem.StateInProgress,
-		token:       l.token(),
-		leaseUntil:  now.Add(lease),
-		expiresAt:   now.Add(max(ttl, lease)),
+	if !tookOver {
+		e = l.add(key.Digest())
 	}
-	l.records[key.Digest()] = slot{e: e, hint: e.expiresAt.UnixNano()}
-	r := e.record(key, now)
+	e.fingerprint, e.state, e.grace, e.result = fingerprint, idem.StateInProgress, false, nil
+	e.token = l.token()
+	e.leaseUntil = later(now, lease)
+	e.expiresAt = later(now, max(ttl, lease))
+	r := e.record(l, key, now)
 	r.Token, r.TookOver = e.token, tookOver
 	return r, true, nil
 }
@@ -235,7 +301,7 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	now := l.clock()
 	e := l.live(key, now)
 	if e == nil || e.token != token || token == "" {
 		return idem.ErrLeaseLost
@@ -245,8 +311,8 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 	}
 	e.state = idem.StateCompleted
 	e.result = append(make([]byte, 0, len(result)), result...)
-	e.leaseUntil = time.Time{}
-	e.expiresAt = now.Add(ttl)
+	e.leaseUntil = 0
+	e.expiresAt = later(now, ttl)
 	return nil
 }
 
@@ -257,14 +323,14 @@ func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.live(key, l.now())
+	e := l.live(key, l.clock())
 	if e == nil {
 		return nil
 	}
 	if e.token != token || e.state != idem.StateInProgress {
 		return idem.ErrLeaseLost
 	}
-	delete(l.records, key.Digest())
+	l.remove(l.index[key.Digest()])
 	return nil
 }
 
@@ -278,16 +344,14 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	now := l.clock()
 	e := l.live(key, now)
 	if e == nil || e.token != token || e.state != idem.StateInProgress {
 		return idem.ErrLeaseLost
 	}
-	e.leaseUntil = now.Add(lease)
+	e.leaseUntil = later(now, lease)
 	e.grace = false
-	if e.expiresAt.Before(e.leaseUntil) {
-		e.expiresAt = e.leaseUntil
-	}
+	e.expiresAt = max(e.expiresAt, e.leaseUntil)
 	return nil
 }
 
@@ -298,34 +362,29 @@ func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	now := l.clock()
 	e := l.live(key, now)
 	if e == nil {
 		return idem.Record{}, idem.ErrNotFound
 	}
-	return e.record(key, now), nil
+	return e.record(l, key, now), nil
 }
 
-// sweepVisit bounds how many records one sweep looks at, so that a sweep
-// costs the same however many records are stored. Map iteration starts at a
-// random place, so successive sweeps cover the whole map.
+// sweepVisit bounds how many entries one sweep looks at, so that a sweep
+// costs the same however many records are stored. Each sweep goes on where
+// the last one stopped, so that successive sweeps cover every entry in turn.
 const sweepVisit = 4 * sweepEvery
 
-// sweep deletes expired records among up to sweepVisit of them. l.mu must
-// be held.
-func (l *Layer) sweep(now time.Time) {
-	n := 0
-	nano := now.UnixNano()
-	for d, sl := range l.records {
-		if sl.hint <= nano { // the entry may have expired: look
-			if !now.Before(sl.e.expiresAt) {
-				delete(l.records, d)
-			} else {
-				l.records[d] = slot{e: sl.e, hint: sl.e.expiresAt.UnixNano()}
-			}
+// sweep deletes the expired records among the next sweepVisit entries. l.mu
+// must be held.
+func (l *Layer) sweep(now int64) {
+	for range min(sweepVisit, l.used) {
+		if l.sweepAt >= l.used {
+			l.sweepAt = 0
 		}
-		if n++; n == sweepVisit {
-			return
+		if e := l.entry(l.sweepAt); e.inUse && now >= e.expiresAt {
+			l.remove(l.sweepAt)
 		}
+		l.sweepAt++
 	}
 }

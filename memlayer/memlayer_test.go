@@ -176,3 +176,54 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Fatalf("WithMaxResult(0) refused a result over the default limit: %v", err)
 	}
 }
+
+// Entries that records left (released, expired) hold the next records,
+// across the chunks of the layer's storage: each key keeps its own record,
+// and a key that left is gone.
+func TestEntriesAreReused(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	l := must.Get(memlayer.New(memlayer.WithClock(clock.Now)))(t)
+	key := func(round string, i int) idem.Key { return idem.NewKey(round, strconv.Itoa(i)) }
+	fp := func(round string, i int) string { return round + "/" + strconv.Itoa(i) }
+	reserve := func(round string, n int, ttl time.Duration) []string {
+		tokens := make([]string, n)
+		for i := range n {
+			rec, claimed, err := l.Reserve(t.Context(), key(round, i), fp(round, i), ttl, ttl)
+			if err != nil || !claimed {
+				t.Fatalf("Reserve %s: claimed %v, %v", fp(round, i), claimed, err)
+			}
+			tokens[i] = rec.Token
+		}
+		return tokens
+	}
+	want := func(round string, n int, live func(i int) bool) {
+		t.Helper()
+		for i := range n {
+			rec, err := l.Get(t.Context(), key(round, i))
+			switch {
+			case live(i) && (err != nil || rec.Fingerprint != fp(round, i)):
+				t.Fatalf("%s: %q, %v", fp(round, i), rec.Fingerprint, err)
+			case !live(i) && !errors.Is(err, idem.ErrNotFound):
+				t.Fatalf("%s left, but Get gives %q, %v", fp(round, i), rec.Fingerprint, err)
+			}
+		}
+	}
+	all := func(int) bool { return true }
+	tokens := reserve("a", 1000, time.Hour)
+	for i := 0; i < 1000; i += 2 {
+		if err := l.Release(t.Context(), key("a", i), tokens[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserve("b", 700, time.Minute) // 500 in the released entries, 200 new
+	want("a", 1000, func(i int) bool { return i%2 == 1 })
+	want("b", 700, all)
+	clock.Advance(2 * time.Minute) // b expires
+	reserve("c", 900, time.Hour)
+	want("a", 1000, func(i int) bool { return i%2 == 1 })
+	want("b", 700, func(int) bool { return false })
+	want("c", 900, all)
+	if n := l.Len(); n != 1400 {
+		t.Fatalf("Len %d, want 1400", n)
+	}
+}

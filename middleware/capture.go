@@ -21,6 +21,12 @@ import (
 // status, the allowed headers and the body up to the response limit; the
 // middleware then sends it, or answers a problem instead.
 //
+// The handler sets its headers on w's own header map, which nothing sends
+// before the status: the held status and body are what keep the response
+// back. A problem answered in the response's place first puts w's header
+// map back as the handler found it (restoreHeader), so that none of the
+// handler's headers (a Location, a Set-Cookie) reaches it.
+//
 // A response that cannot be held — flushed, hijacked, or larger than the
 // limit — goes live: what was held is sent, and the rest passes straight to
 // the real writer. Such a response is stored as a tombstone, never replayed.
@@ -29,11 +35,11 @@ import (
 // the request's once Do has returned.
 type capture struct {
 	w        http.ResponseWriter
-	hdr      http.Header // the handler's header map, a copy of w's until sent
+	saved    http.Header // w's header as the handler found it, when not empty
 	replay   []string    // names to record
 	limit    int         // largest body recorded; 0: no limit
 	status   int         // final status, once wrote
-	wrote    bool        // the final header was written (to hdr, or live)
+	wrote    bool        // the final header was written (held, or live)
 	live     bool        // the response went to the real writer
 	sent     bool        // the held response was sent by send
 	streamed bool        // Flush was called
@@ -54,15 +60,19 @@ var (
 
 // reset prepares c to record a response to w. Its buffers are kept. The
 // handler starts from the headers already set on w (by middleware that ran
-// before this one).
+// before this one), which c keeps a copy of for restoreHeader.
 func (c *capture) reset(w http.ResponseWriter, cfg *config) {
-	hdr := c.hdr
-	clear(hdr)
-	if hdr == nil {
-		hdr = make(http.Header, len(w.Header()))
+	saved := c.saved
+	if len(saved) > 0 {
+		clear(saved)
 	}
-	maps.Copy(hdr, w.Header())
-	*c = capture{w: w, hdr: hdr, replay: cfg.replay, limit: cfg.responseLimit, fields: c.fields[:0], body: c.body[:0]}
+	if wh := w.Header(); len(wh) > 0 {
+		if saved == nil {
+			saved = make(http.Header, len(wh))
+		}
+		maps.Copy(saved, wh)
+	}
+	*c = capture{w: w, saved: saved, replay: cfg.replay, limit: cfg.responseLimit, fields: c.fields[:0], body: c.body[:0]}
 }
 
 // recording reports whether the body is still being recorded.
@@ -71,17 +81,13 @@ func (c *capture) recording() bool { return !c.streamed && !c.oversize && !c.hij
 // started reports whether any of the response reached the real writer.
 func (c *capture) started() bool { return c.live || c.sent }
 
-// Header returns the handler's header map: w's, until the response goes
-// out. Once the response is frozen it returns a map of its own, which
-// changes nothing.
+// Header returns w's header map. Once the response is frozen it returns a
+// map of its own, which changes nothing.
 func (c *capture) Header() http.Header {
 	if c.frozen != nil {
 		return http.Header{}
 	}
-	if c.live {
-		return c.w.Header()
-	}
-	return c.hdr
+	return c.w.Header()
 }
 
 // WriteHeader records the status and the allowed headers. Informational
@@ -91,9 +97,6 @@ func (c *capture) WriteHeader(code int) {
 		return // the response is decided: see ErrResponseFrozen
 	}
 	if code < 200 && code != http.StatusSwitchingProtocols {
-		if !c.live {
-			c.copyHeader()
-		}
 		c.w.WriteHeader(code)
 		return
 	}
@@ -130,15 +133,17 @@ func (c *capture) snapshot() {
 	}
 }
 
-// copyHeader makes w's header map the handler's.
-func (c *capture) copyHeader() {
+// restoreHeader puts w's header map back as the handler found it, for a
+// problem answered in place of a held response. Nothing of the response
+// may have gone out.
+func (c *capture) restoreHeader() {
 	dst := c.w.Header()
 	for k := range dst {
-		if _, ok := c.hdr[k]; !ok {
+		if _, ok := c.saved[k]; !ok {
 			delete(dst, k)
 		}
 	}
-	maps.Copy(dst, c.hdr)
+	maps.Copy(dst, c.saved)
 }
 
 // goLive sends what is held and passes the rest of the response straight to
@@ -148,7 +153,6 @@ func (c *capture) goLive() {
 		return
 	}
 	c.live = true
-	c.copyHeader()
 	if c.wrote {
 		c.w.WriteHeader(c.status)
 	}
@@ -256,7 +260,6 @@ func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if c.frozen != nil {
 		return nil, nil, ErrResponseFrozen
 	}
-	c.copyHeader()
 	conn, rw, err := http.NewResponseController(c.w).Hijack()
 	if err == nil {
 		c.hijacked = true
@@ -344,7 +347,6 @@ func (c *capture) send() {
 		return
 	}
 	c.sent = true
-	c.copyHeader()
 	c.w.WriteHeader(c.status)
 	if len(c.body) > 0 {
 		_, _ = c.w.Write(c.body)

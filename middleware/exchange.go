@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/tiered"
@@ -26,18 +27,20 @@ type exchange struct {
 	// The Store may run the handler on a goroutine of its own, and the
 	// request may end (its client gone) while it waits; the handler must
 	// then either never start or finish before Serve returns, since it uses
-	// w, r and the framework's pooled context.
-	mu    sync.Mutex    // guards state and ended
-	state runState      // where the handler is
+	// w, r and the framework's pooled context. state moves by compare and
+	// swap: a handler that runs while no one waits for it costs no lock.
+	state atomic.Uint32 // where the handler is: a runState
+	mu    sync.Mutex    // guards ended, and the moves from and to waited
 	ended chan struct{} // closed when the handler returns; made by a waiter
 }
 
 // runState is where the handler of an exchange is.
-type runState uint8
+type runState = uint32
 
 const (
 	notRun    runState = iota // the Store has not called work
 	running                   // the handler runs
+	waited                    // the handler runs, and the request waits on ended
 	ran                       // the handler returned
 	abandoned                 // the request ended first: the handler must not start
 )
@@ -68,10 +71,7 @@ func newExchange(h *Handler, w http.ResponseWriter, r *http.Request, next func(h
 // request abandoned before its handler started): that one is left to the
 // garbage collector. Nothing may use x afterwards.
 func (x *exchange) free() {
-	x.mu.Lock()
-	st := x.state
-	x.mu.Unlock()
-	if st == abandoned {
+	if x.state.Load() == abandoned {
 		return
 	}
 	b, cb, fields := x.body.buf, x.capture.body, x.capture.fields
@@ -83,10 +83,11 @@ func (x *exchange) free() {
 	}
 	clear(fields)
 	x.h, x.w, x.r, x.next = nil, nil, nil, nil
-	x.state, x.ended = notRun, nil
+	x.state.Store(notRun)
+	x.ended = nil
 	x.body.buf = b[:0]
 	x.body.rd.Reset(nil)
-	x.capture = capture{hdr: x.capture.hdr, body: cb[:0], fields: fields[:0]}
+	x.capture = capture{saved: x.capture.saved, body: cb[:0], fields: fields[:0]}
 	exchanges.Put(x)
 }
 
@@ -94,13 +95,9 @@ func (x *exchange) free() {
 // on the Store's context with a writer that holds the response until the
 // Store has decided.
 func (x *exchange) runHandler(ctx context.Context) ([]byte, error) {
-	x.mu.Lock()
-	if x.state == abandoned {
-		x.mu.Unlock()
+	if !x.state.CompareAndSwap(notRun, running) { // abandoned
 		return nil, errAbandoned
 	}
-	x.state = running
-	x.mu.Unlock()
 	defer x.handlerReturned()
 	x.capture.reset(x.w, &x.h.c)
 	if res, ok := idem.ReservationFrom(ctx); ok {
@@ -120,11 +117,12 @@ func (x *exchange) runHandler(ctx context.Context) ([]byte, error) {
 func (x *exchange) freezeResponse() ([]byte, error) { return x.capture.freeze(x.h.c.keep) }
 
 func (x *exchange) handlerReturned() {
-	x.mu.Lock()
-	x.state = ran
-	if x.ended != nil {
-		close(x.ended)
+	if x.state.CompareAndSwap(running, ran) {
+		return // no one waits
 	}
+	x.mu.Lock() // waited: the waiter made ended before it moved there
+	x.state.Store(ran)
+	close(x.ended)
 	x.mu.Unlock()
 }
 
@@ -134,21 +132,26 @@ func (x *exchange) handlerReturned() {
 // before the Store called work: a handler that has not started then never
 // will, and x stays the Store's (free leaves it alone).
 func (x *exchange) settle(early bool) (led bool) {
-	x.mu.Lock()
-	switch x.state {
-	case notRun:
-		if early {
-			x.state = abandoned
+	for {
+		switch x.state.Load() {
+		case notRun:
+			if !early || x.state.CompareAndSwap(notRun, abandoned) {
+				return false
+			}
+			// The handler started meanwhile: look again.
+		case running:
+			x.mu.Lock()
+			ended := make(chan struct{})
+			x.ended = ended
+			if x.state.CompareAndSwap(running, waited) {
+				x.mu.Unlock()
+				<-ended
+				return true
+			}
+			x.ended = nil // it returned meanwhile: look again
+			x.mu.Unlock()
+		default: // ran: waited and abandoned are settle's own, and it runs once
+			return true
 		}
-		x.mu.Unlock()
-		return false
-	case running:
-		x.ended = make(chan struct{})
-		ended := x.ended
-		x.mu.Unlock()
-		<-ended
-		return true
 	}
-	x.mu.Unlock()
-	return true
 }

@@ -181,6 +181,7 @@ func (h *Handler) answerLeader(x *exchange, err error) {
 		if x.capture.started() || pe.Value == http.ErrAbortHandler {
 			abort(w, x.capture.hijacked)
 		}
+		x.capture.restoreHeader()
 		h.fail(w, r, problemFailed, err)
 		return
 	}
@@ -193,6 +194,7 @@ func (h *Handler) answerLeader(x *exchange, err error) {
 	// The handler ran, but the Store has not kept its response (it could
 	// not store it yet, or another owner took over): answer as for a
 	// duplicate, which a retry then resolves.
+	x.capture.restoreHeader()
 	h.fail(w, r, storeProblem(err), err)
 }
 

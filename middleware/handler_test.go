@@ -106,18 +106,22 @@ func TestPanicDropsHandlerHeaders(t *testing.T) {
 	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/p/1")
 		w.Header().Set("Set-Cookie", "s=1")
+		w.Header().Set("X-Request-Id", "inner")
+		w.Header().Del("X-Trace")
 		panic("boom")
 	}))
 	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))
 	req.Header.Set("Idempotency-Key", "k")
 	rec := httptest.NewRecorder()
 	rec.Header().Set("X-Request-Id", "outer") // set by middleware before ours: kept
+	rec.Header().Set("X-Trace", "t1")         // likewise, though the handler deleted it
 	h.ServeHTTP(rec, req)
 	p := problemOf(t, rec)
 	if rec.Code != 500 || p.Type != ProblemFailed {
 		t.Fatalf("got %d %+v", rec.Code, p)
 	}
-	if rec.Header().Get("Location") != "" || rec.Header().Get("Set-Cookie") != "" || rec.Header().Get("X-Request-Id") != "outer" {
+	if rec.Header().Get("Location") != "" || rec.Header().Get("Set-Cookie") != "" ||
+		rec.Header().Get("X-Request-Id") != "outer" || rec.Header().Get("X-Trace") != "t1" {
 		t.Fatalf("headers %v", rec.Header())
 	}
 }

@@ -15,15 +15,15 @@ import (
 // it through its phases (askRedis, askSQL, work); everything but done is
 // touched by that goroutine alone until done is closed, and only read after.
 type call struct {
-	s      *Store
-	ctx    context.Context // the leader's; its values are the work's, never its cancellation
-	key    idem.Key
-	fn     Func
-	flight flightKey // the key's digest and the fingerprint
-	part   *flights  // the part of the table of calls in flight that holds it
+	s           *Store
+	ctx         context.Context // the leader's; its values are the work's, never its cancellation
+	key         idem.Key
+	fn          Func
+	fingerprint string
+	part        *flights // the part of the table of calls in flight that holds it
+	sameSlot    *call    // the next call in flight in part's slot; guarded by part.mu
 
-	start    time.Time // when the execution began deciding
-	deadline time.Time // start + the Store's wait: when waiting for another owner ends
+	start time.Time // when the execution began deciding (see deadline)
 
 	redisToken    string    // this process's claim in Redis, or ""
 	redisSent     time.Time // when that claim was sent
@@ -73,7 +73,19 @@ func (c *call) bounded(b *bounds, purpose int, now time.Time) (context.Context, 
 }
 
 // fp returns the call's fingerprint.
-func (c *call) fp() string { return c.flight.fp }
+func (c *call) fp() string { return c.fingerprint }
+
+// deadline returns when waiting for another owner ends: the Store's wait
+// after the start.
+func (c *call) deadline() time.Time { return c.start.Add(c.s.cfg.wait) }
+
+// now reads the clock for the execution's own reckoning (how much of the
+// lease is left, how long the work took, when its completion is sent): the
+// start plus the monotonic time since, one reading of the clock where
+// time.Now takes two. Such a time is only compared with, added to and
+// subtracted from other readings of this process, which use their
+// monotonic parts; its wall clock part is the start's, moved on as much.
+func (c *call) now() time.Time { return c.start.Add(time.Since(c.start)) }
 
 // lead runs the execution and hands its outcome to everyone waiting. It
 // never panics: fn's panic is recovered in runFn.
@@ -94,7 +106,6 @@ func (c *call) execute() outcome {
 	if c.start.IsZero() { // else Do's reading, taken just before
 		c.start = time.Now()
 	}
-	c.deadline = c.start.Add(s.cfg.wait)
 	if s.sql != nil && s.redis != nil && s.guess.likely() {
 		return c.executeOverlapped() // see overlap.go
 	}
@@ -170,7 +181,7 @@ func (c *call) askRedis(first *tierAnswer) (o outcome, done bool) {
 			return c.replay(rec, idem.TierRedis, now, waited), true
 		}
 		// In progress on another instance: wait for its completion signal.
-		if !time.Now().Before(c.deadline) {
+		if !time.Now().Before(c.deadline()) {
 			c.observe(idem.EventInFlight, idem.TierRedis, time.Since(c.start), nil)
 			return outcome{result: Result{Tier: idem.TierRedis}, err: idem.ErrInFlight}, true
 		}
@@ -207,7 +218,7 @@ func (c *call) askRedis(first *tierAnswer) (o outcome, done bool) {
 // gone, or idem.ErrInFlight when the deadline passed first.
 func (c *call) waitRedis() (idem.Record, error) {
 	s := c.s
-	waitCtx, cancel := context.WithDeadline(c.ctx, c.deadline)
+	waitCtx, cancel := context.WithDeadline(c.ctx, c.deadline())
 	defer cancel()
 	if s.waiter != nil {
 		rec, err := s.waiter.Wait(waitCtx, c.key)
@@ -296,7 +307,7 @@ func (c *call) askSQL(first *tierAnswer) (o outcome, done bool) {
 		// after it, has not lapsed by the database clock). Wait for its
 		// completion signal or poll, then Reserve again — which also takes
 		// over a lapsed lease — until the deadline.
-		if !time.Now().Add(pause).Before(c.deadline) {
+		if !time.Now().Add(pause).Before(c.deadline()) {
 			c.releaseRedis()
 			c.observe(idem.EventInFlight, idem.TierSQL, time.Since(c.start), nil)
 			return outcome{result: Result{Tier: idem.TierSQL}, err: idem.ErrInFlight}, true
@@ -333,8 +344,8 @@ func (c *call) awaitSignal(pause time.Duration) (idem.Record, bool) {
 	if s.waiter != nil && c.redisToken == "" && !s.health.isOff() {
 		began := time.Now()
 		until := began.Add(maxSignalWait)
-		if c.deadline.Before(until) {
-			until = c.deadline
+		if c.deadline().Before(until) {
+			until = c.deadline()
 		}
 		waitCtx, cancel := context.WithDeadline(c.ctx, until)
 		rec, err := s.waiter.Wait(waitCtx, c.key)

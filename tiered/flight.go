@@ -2,6 +2,7 @@ package tiered
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
 
 	"github.com/idemkit/idem"
@@ -12,25 +13,44 @@ import (
 // that unrelated keys do not queue on one lock.
 const flightShards = 16
 
-// flightKey names one execution in this process: a key and a fingerprint.
-// Calls with the same key and another fingerprint do not share an execution;
-// the tiers tell them apart (a mismatch).
-type flightKey struct {
-	digest [idem.KeySize]byte
-	fp     string
-}
-
 // flights is one part of the table of calls in flight. It plays the part
 // of singleflight, with one difference that matters here: a caller knows at
 // once whether it leads the execution or joins one, so that a caller that
 // joins obeys the Store's wait and its own context exactly as a duplicate
 // waiting on another instance does (DESIGN: in-process duplicates are
 // duplicates too), while the leader waits for its own work.
+//
+// One execution is named by a key and a fingerprint: calls with the same
+// key and another fingerprint do not share an execution (the tiers tell
+// them apart: a mismatch). calls is indexed by eight bytes of the key's
+// digest, which is uniform already, so that a lookup hashes a word rather
+// than the digest and the fingerprint; the calls whose digests share them
+// (the same key with other fingerprints, or another key that shares those
+// bytes) are chained through sameSlot.
 type flights struct {
-	mu    sync.Mutex // guards calls, and the done and cancelWork fields of every call in it
-	calls map[flightKey]*call
+	mu    sync.Mutex // guards calls, and the sameSlot, done and cancelWork fields of every call in it
+	calls map[uint64]*call
 
 	_ [40]byte // keep neighbouring parts' locks off one cache line
+}
+
+// flightSlot returns the slot of key in a part of the table (the part is
+// chosen by the digest's first byte).
+func flightSlot(key idem.Key) uint64 {
+	d := key.Digest()
+	return binary.LittleEndian.Uint64(d[8:16])
+}
+
+// find returns the first call in slot, and the call in flight for key and
+// fingerprint fp, or nil. f.mu must be held.
+func (f *flights) find(slot uint64, key idem.Key, fp string) (head, c *call) {
+	head = f.calls[slot]
+	for c = head; c != nil; c = c.sameSlot {
+		if c.key.Equal(key) && c.fingerprint == fp {
+			return head, c
+		}
+	}
+	return head, nil
 }
 
 // join returns the call in flight for c's key and fingerprint and false,
@@ -40,16 +60,19 @@ type flights struct {
 func (f *flights) join(c *call) (*call, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if cur := f.calls[c.flight]; cur != nil {
+	slot := flightSlot(c.key)
+	head, cur := f.find(slot, c.key, c.fingerprint)
+	if cur != nil {
 		if cur.done == nil {
 			cur.done = make(chan struct{})
 		}
 		return cur, false
 	}
 	if f.calls == nil {
-		f.calls = make(map[flightKey]*call)
+		f.calls = make(map[uint64]*call)
 	}
-	f.calls[c.flight] = c
+	c.sameSlot = head
+	f.calls[slot] = c
 	return c, true
 }
 
@@ -64,9 +87,11 @@ func (f *flights) setWork(c *call, cancel context.CancelCauseFunc) {
 func (f *flights) cancelWork(cause error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, c := range f.calls {
-		if c.cancelWork != nil {
-			c.cancelWork(cause)
+	for _, head := range f.calls {
+		for c := head; c != nil; c = c.sameSlot {
+			if c.cancelWork != nil {
+				c.cancelWork(cause)
+			}
 		}
 	}
 }
@@ -76,7 +101,20 @@ func (f *flights) cancelWork(cause error) {
 func (f *flights) leave(c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.calls, c.flight)
+	slot := flightSlot(c.key)
+	switch head := f.calls[slot]; {
+	case head == c && c.sameSlot == nil:
+		delete(f.calls, slot)
+	case head == c:
+		f.calls[slot] = c.sameSlot
+	default:
+		prev := head
+		for prev.sameSlot != c {
+			prev = prev.sameSlot
+		}
+		prev.sameSlot = c.sameSlot
+	}
+	c.sameSlot = nil
 	if c.done != nil {
 		close(c.done)
 	}

@@ -17,12 +17,12 @@ import (
 // key and fingerprint fp in this process.
 func joined(t *testing.T, s *Store, key idem.Key, fp string) {
 	t.Helper()
-	f := flightKey{digest: key.Digest(), fp: fp}
-	part := &s.flights[f.digest[0]%flightShards]
+	d := key.Digest()
+	part := &s.flights[d[0]%flightShards]
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		part.mu.Lock()
-		c := part.calls[f]
+		_, c := part.find(flightSlot(key), key, fp)
 		ok := c != nil && c.done != nil
 		part.mu.Unlock()
 		if ok {
@@ -94,5 +94,42 @@ func TestJoinedCallerNeverGetsAnUnstoredValue(t *testing.T) {
 				t.Fatalf("follower: %q, %v; want no value and %v", got.r.Value, got.err, tc.want)
 			}
 		})
+	}
+}
+
+// Calls whose keys share a slot of the table — the same key with other
+// fingerprints, or other keys whose digests share the slot's bytes — are
+// each their own execution, found and left in any order.
+func TestFlightsSharedSlot(t *testing.T) {
+	var a, b [idem.KeySize]byte
+	a[0], b[0] = 1, 2 // the same slot bytes (8–15), other digests
+	ka, kb := idem.KeyFromDigest(a), idem.KeyFromDigest(b)
+	var f flights
+	calls := []*call{
+		{key: ka, fingerprint: "x"},
+		{key: ka, fingerprint: "y"},
+		{key: kb, fingerprint: "x"},
+	}
+	for _, c := range calls {
+		if cur, lead := f.join(c); !lead || cur != c {
+			t.Fatalf("%v %q joined %p, want a new execution", c.key, c.fingerprint, cur)
+		}
+	}
+	if cur, lead := f.join(&call{key: ka, fingerprint: "x"}); lead || cur != calls[0] {
+		t.Fatalf("a duplicate got %p, lead %v; want to join %p", cur, lead, calls[0])
+	}
+	inFlight := map[*call]bool{calls[0]: true, calls[1]: true, calls[2]: true}
+	for _, c := range []*call{calls[1], calls[2], calls[0]} { // the middle, the head, the last
+		f.leave(c)
+		delete(inFlight, c)
+		for _, other := range calls {
+			_, cur := f.find(flightSlot(other.key), other.key, other.fingerprint)
+			if inFlight[other] && cur != other || !inFlight[other] && cur != nil {
+				t.Fatalf("after %q of %v left: %q of %v finds %p", c.fingerprint, c.key, other.fingerprint, other.key, cur)
+			}
+		}
+	}
+	if len(f.calls) != 0 {
+		t.Fatalf("%d slots left", len(f.calls))
 	}
 }

@@ -265,9 +265,9 @@ func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 			return o.result, o.err
 		}
 	}
-	c := &call{s: s, ctx: ctx, key: key, fn: fn, start: start}
-	c.flight = flightKey{digest: key.Digest(), fp: fingerprint}
-	part := &s.flights[c.flight.digest[0]%flightShards]
+	c := &call{s: s, ctx: ctx, key: key, fn: fn, fingerprint: fingerprint, start: start}
+	d := key.Digest()
+	part := &s.flights[d[0]%flightShards]
 	c.part = part
 	cancellable := ctx.Done() != nil
 	if cancellable {

@@ -17,7 +17,7 @@ import (
 func (c *call) work(tier idem.Tier) outcome {
 	s := c.s
 	h := c.hold()
-	now := time.Now()
+	now := c.now()
 	if h.claimed() && h.expiry.Sub(now) < s.cfg.lease/3 {
 		// The claim's answer came late: too little of the lease is left to
 		// start the work safely. Renew first, or give the claim up.
@@ -52,7 +52,7 @@ func (c *call) work(tier idem.Tier) outcome {
 	r := h.renewWhile(cancel)
 	val, err := runFn(fnCtx, c.fn)
 	r.stop()
-	end := time.Now()
+	end := c.now()
 	took := end.Sub(now)
 	if h.reserved {
 		written, inTx, refused := h.owner.End()

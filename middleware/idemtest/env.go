@@ -249,6 +249,13 @@ func wantProblem(t *testing.T, r reply, status int, typ string) middleware.Probl
 	if p.Type != typ || p.Status != status {
 		t.Fatalf("problem %+v, want type %s status %d", p, typ, status)
 	}
+	// A problem answered after the handler ran (a panic, a completion
+	// still pending) carries none of the headers the handler set.
+	for _, name := range []string{"Location", "ETag", "Link", "Set-Cookie", "X-Internal"} {
+		if v := r.header.Values(name); len(v) > 0 {
+			t.Fatalf("problem carries the handler's %s %q", name, v)
+		}
+	}
 	return p
 }
 
