@@ -180,9 +180,16 @@ func (rs *RedisSentinel) WaitReplicated(t testing.TB) {
 // to promote.
 func (rs *RedisSentinel) Failover(t testing.TB) *RedisServer {
 	t.Helper()
-	return rs.switchMaster(t, "failover", func(ctx context.Context, _ *RedisServer) error {
-		sc := rs.sentinelClient()
-		defer sc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*sentinelWait)
+	defer cancel()
+	old, err := rs.master(ctx)
+	if err != nil {
+		t.Fatalf("testenv: sentinel: %v", err)
+	}
+	next := rs.other(old)
+	sc := rs.sentinelClient()
+	defer sc.Close()
+	for {
 		// Sentinel refuses with NOGOODSLAVE until it has seen a healthy
 		// replica, and with INPROG while a failover it started itself is
 		// running.
@@ -194,10 +201,22 @@ func (rs *RedisSentinel) Failover(t testing.TB) *RedisServer {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("SENTINEL FAILOVER %s: %w", sentinelMasterName, err)
+			t.Fatalf("testenv: SENTINEL FAILOVER %s: %v", sentinelMasterName, err)
 		}
-		return nil
-	})
+		// A failover Sentinel accepted can still be abandoned: when the
+		// replica it promotes (one that was resyncing after a restart, say)
+		// does not confirm within the failover timeout, the master stays.
+		// Then it is asked again, until sentinelWait twice over.
+		wait, stop := context.WithTimeout(ctx, 2*sentinelFailoverTimeout+2*time.Second)
+		err = rs.waitMaster(wait, next)
+		stop()
+		if err == nil {
+			return next
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("testenv: failover from %s to %s: %v", old.Addr(), next.Addr(), err)
+		}
+	}
 }
 
 // KillMaster kills the master with SIGKILL, waits until Sentinel has found
