@@ -227,11 +227,23 @@ func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter)
 		runs := c.runs.Load()
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		c.set(id, cutAfter, cancel)
-		if got, err := post(t, ctx, a, id); err == nil {
+		// The handler cuts the client off after the commit and answers only
+		// once the client has given up, so that the answer never races the
+		// cut to the client.
+		gone := make(chan struct{})
+		c.set(id, cutAfter, func() {
+			cancel()
+			select {
+			case <-gone:
+			case <-time.After(10 * time.Second):
+			}
+		})
+		got, err := post(t, ctx, a, id)
+		close(gone)
+		if err == nil {
 			t.Fatalf("the cut request got %+v", got)
 		}
-		got, err := post(t, t.Context(), b, id)
+		got, err = post(t, t.Context(), b, id)
 		if err != nil {
 			t.Fatal(err)
 		}
