@@ -124,10 +124,26 @@ func (s *suite) expiresIn(t *testing.T) {
 func (s *suite) expiresInBound(t *testing.T) {
 	tick := s.h.Tick
 	l, other := s.h.New(t), s.h.New(t)
-	k, rec := s.claim(t, l, long)
-	wantNoErr(t, "Complete", l.Complete(ctx(t), k, rec.Token, []byte("brief"), 4*tick))
-	s.wait(t, tick)
-	got, claimed, err := other.Reserve(ctx(t), k, fpA, long, long)
+	var (
+		k       idem.Key
+		got     idem.Record
+		claimed bool
+		err     error
+	)
+	for attempt := 1; ; attempt++ {
+		var rec idem.Record
+		k, rec = s.claim(t, l, long)
+		sent := time.Now()
+		wantNoErr(t, "Complete", l.Complete(ctx(t), k, rec.Token, []byte("brief"), 4*tick))
+		s.wait(t, tick)
+		got, claimed, err = other.Reserve(ctx(t), k, fpA, long, long)
+		// On a real clock a machine that stalled for the record's whole
+		// life leaves nothing to check: the record may have expired before
+		// the Reserve reached it. Then the row runs again, twice at most.
+		if s.h.Advance != nil || time.Since(sent) < 4*tick-clockSlack || attempt == 3 {
+			break
+		}
+	}
 	if err != nil || claimed || got.ExpiresIn <= 0 || got.ExpiresIn > 3*tick+clockSlack {
 		t.Fatalf("Reserve of a record with 3 ticks left: claimed=%v ExpiresIn=%v err=%v", claimed, got.ExpiresIn, err)
 	}
