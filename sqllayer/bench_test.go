@@ -108,45 +108,24 @@ func BenchmarkReserveCompleteNewKey(b *testing.B) {
 	update := "UPDATE " + table + ` SET state = 2, result = $3, lease_until = NULL, expires_at = now() + interval '24 hours'
 		WHERE key_digest = $1 AND token = $2 AND state = 1`
 	for _, g := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("one-statement/g=%d", g), func(b *testing.B) {
-			scope := testenv.Name("l")
-			parallel(b, g, func(i int64) {
-				k := newKey(scope, i)
-				rec, claimed, err := lc.Reserve(context.Background(), k, "fp", 30*time.Second, 24*time.Hour)
-				if err != nil || !claimed {
-					b.Fatal(claimed, err)
-				}
-				if err := lc.Complete(context.Background(), k, rec.Token, result, 24*time.Hour); err != nil {
-					b.Fatal(err)
-				}
+		for _, v := range []struct {
+			name string
+			l    *sqllayer.Layer
+		}{{"one-statement", lc}, {"batched", lb}, {"layer", l}} {
+			b.Run(fmt.Sprintf("%s/g=%d", v.name, g), func(b *testing.B) {
+				scope := testenv.Name("l")
+				parallel(b, g, func(i int64) {
+					k := newKey(scope, i)
+					rec, claimed, err := v.l.Reserve(context.Background(), k, "fp", 30*time.Second, 24*time.Hour)
+					if err != nil || !claimed {
+						b.Fatal(claimed, err)
+					}
+					if err := v.l.Complete(context.Background(), k, rec.Token, result, 24*time.Hour); err != nil {
+						b.Fatal(err)
+					}
+				})
 			})
-		})
-		b.Run(fmt.Sprintf("batched/g=%d", g), func(b *testing.B) {
-			scope := testenv.Name("l")
-			parallel(b, g, func(i int64) {
-				k := newKey(scope, i)
-				rec, claimed, err := lb.Reserve(context.Background(), k, "fp", 30*time.Second, 24*time.Hour)
-				if err != nil || !claimed {
-					b.Fatal(claimed, err)
-				}
-				if err := lb.Complete(context.Background(), k, rec.Token, result, 24*time.Hour); err != nil {
-					b.Fatal(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("layer/g=%d", g), func(b *testing.B) {
-			scope := testenv.Name("l")
-			parallel(b, g, func(i int64) {
-				k := newKey(scope, i)
-				rec, claimed, err := l.Reserve(context.Background(), k, "fp", 30*time.Second, 24*time.Hour)
-				if err != nil || !claimed {
-					b.Fatal(claimed, err)
-				}
-				if err := l.Complete(context.Background(), k, rec.Token, result, 24*time.Hour); err != nil {
-					b.Fatal(err)
-				}
-			})
-		})
+		}
 		b.Run(fmt.Sprintf("baseline/g=%d", g), func(b *testing.B) {
 			scope := testenv.Name("b")
 			parallel(b, g, func(i int64) {
