@@ -52,13 +52,24 @@ const (
 	OverlongWait Kind = "overlong-wait"
 	// Malformed (check 12): the history itself cannot be right.
 	Malformed Kind = "malformed-history"
+	// ReplayedRelease (check 13): a caller got the answer of an execution
+	// whose ending released the key (or finalised it as not replayable)
+	// though that execution was not its own.
+	ReplayedRelease Kind = "replayed-release"
+	// DuplicateEffect (check 14): more than one execution of a key
+	// committed its side effect.
+	DuplicateEffect Kind = "duplicate-effect"
+	// StrayEffect (check 14): a side effect committed by an execution that
+	// ended uncommitted, or one whose result the key's record does not
+	// hold.
+	StrayEffect Kind = "stray-effect"
 )
 
 // Kinds lists every kind in the order of the checks.
 var Kinds = []Kind{
 	DuplicateExecution, CorruptResult, ForeignResult, RefusedRetry, RerunAfterSuccess,
 	LostResult, SplitRecord, LeftClaimed, StaleOwner, VanishedSuccess, StaleReplay,
-	OverlongWait, Malformed,
+	OverlongWait, Malformed, ReplayedRelease, DuplicateEffect, StrayEffect,
 }
 
 // Anomaly is one broken promise on one key: every instance of one kind on

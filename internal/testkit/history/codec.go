@@ -15,12 +15,12 @@ const (
 	evInvoke     = "invoke"     // a call began: id node key fp at
 	evReturn     = "return"     // a call ended: id at out value err exec
 	evExecStart  = "exec-start" // fn began: id node call key fp token at
-	evExecEnd    = "exec-end"   // fn returned: id at failed value err
+	evExecEnd    = "exec-end"   // fn returned: id at failed value err ending tombstone
 	evExecCancel = "exec-cancel"
 	evExecDone   = "exec-completion" // id at completion
 	evFault      = "fault"           // id kind node detail at [end]
 	evFaultEnd   = "fault-end"       // id at
-	evFinal      = "final"           // key at sql redis expired
+	evFinal      = "final"           // key at sql redis expired effects
 )
 
 // event is one JSON line. Values are bytes: they travel as "value" when
@@ -50,6 +50,9 @@ type event struct {
 	SQL        *wireStored `json:"sql,omitempty"`
 	Redis      *wireStored `json:"redis,omitempty"`
 	Expired    bool        `json:"expired,omitempty"`
+	Ending     string      `json:"ending,omitempty"`
+	Tombstone  bool        `json:"tombstone,omitempty"`
+	Effects    []string    `json:"effects,omitempty"`
 }
 
 type wireStored struct {
@@ -154,7 +157,7 @@ func (h *History) events() []event {
 			evs = append(evs, event{Ev: evExecStart, ID: e.ID, Node: e.Node, Call: e.Call, Key: e.Key, FP: e.Fingerprint, Token: e.Token, At: e.Start})
 		}
 		if e.End != 0 {
-			ev := event{Ev: evExecEnd, ID: e.ID, At: e.End, Failed: e.Failed, Err: e.Err}
+			ev := event{Ev: evExecEnd, ID: e.ID, At: e.End, Failed: e.Failed, Err: e.Err, Ending: e.Ending, Tombstone: e.Tombstone}
 			putValue(e.Value, &ev.Value, &ev.Value64)
 			evs = append(evs, ev)
 		}
@@ -176,7 +179,7 @@ func (h *History) events() []event {
 	}
 	for i := range h.Finals {
 		f := &h.Finals[i]
-		evs = append(evs, event{Ev: evFinal, Key: f.Key, At: f.At, SQL: storedWire(f.SQL), Redis: storedWire(f.Redis), Expired: f.Expired})
+		evs = append(evs, event{Ev: evFinal, Key: f.Key, At: f.At, SQL: storedWire(f.SQL), Redis: storedWire(f.Redis), Expired: f.Expired, Effects: f.Effects})
 	}
 	return evs
 }
@@ -368,7 +371,7 @@ func (b *builder) apply(ev *event) {
 			return
 		}
 		e := b.exec(ev.ID)
-		e.End, e.Failed, e.Value, e.Err = ev.At, ev.Failed, v, ev.Err
+		e.End, e.Failed, e.Value, e.Err, e.Ending, e.Tombstone = ev.At, ev.Failed, v, ev.Err, ev.Ending, ev.Tombstone
 	case evExecCancel:
 		if !b.once(ev) {
 			return
@@ -427,7 +430,7 @@ func (b *builder) apply(ev *event) {
 			return
 		}
 		b.finals[ev.Key] = len(b.h.Finals)
-		b.h.Finals = append(b.h.Finals, Final{Key: ev.Key, SQL: sql, Redis: redis, Expired: ev.Expired, At: ev.At})
+		b.h.Finals = append(b.h.Finals, Final{Key: ev.Key, SQL: sql, Redis: redis, Expired: ev.Expired, At: ev.At, Effects: ev.Effects})
 	default:
 		b.problem(ev.ID, b.keyOf(ev), "unknown event %q", ev.Ev)
 	}

@@ -26,7 +26,8 @@ func sample() *history.History {
 			{ID: "n1/e1", Node: "n1", Call: "n1/c1", Key: "k1", Fingerprint: "f1", Token: "tok", Start: 105, End: 150, Value: []byte("v1"),
 				Canceled: 140, Cause: "idem: lease lost", LeaseLost: true, Completion: history.CompletionAccepted, Completed: 155},
 			{ID: "n2/e1", Node: "n2", Call: "n2/c1", Key: "k2", Fingerprint: "f\u00e9", Start: 125, End: 175, Value: []byte{0xff, 0x00, 0xfe}, Completion: history.CompletionPending},
-			{ID: "n2/e2", Node: "n2", Call: "n2/c2", Key: "k3", Fingerprint: "f", Start: 135, End: 136, Failed: true, Err: "boom"},
+			{ID: "n2/e2", Node: "n2", Call: "n2/c2", Key: "k3", Fingerprint: "f", Start: 135, End: 136, Failed: true, Err: "boom", Ending: "5xx"},
+			{ID: "n2/e4", Node: "n2", Call: "n2/c2", Key: "k3", Fingerprint: "f", Start: 138, End: 139, Value: []byte("s"), Ending: "stream", Tombstone: true},
 			{ID: "n2/e3", Node: "n2", Call: "n2/c2", Key: "k3", Fingerprint: "f", Start: 137, Completion: history.CompletionRefused},
 		},
 		Faults: []history.Fault{
@@ -34,7 +35,7 @@ func sample() *history.History {
 			{ID: "x/f2", Kind: "custom", Start: 96},
 		},
 		Finals: []history.Final{
-			{Key: "k1", At: 900, SQL: history.Stored{State: history.Completed, Fingerprint: "f1", Value: []byte("v1")}, Redis: history.Stored{State: history.Absent}},
+			{Key: "k1", At: 900, SQL: history.Stored{State: history.Completed, Fingerprint: "f1", Value: []byte("v1")}, Redis: history.Stored{State: history.Absent}, Effects: []string{"n1/e1"}},
 			{Key: "k2", At: 901, SQL: history.Stored{State: history.Completed, Fingerprint: "f\u00e9", Value: []byte{0xff, 0x00, 0xfe}}},
 			{Key: "k3", At: 902, Expired: true, SQL: history.Stored{State: history.InProgress, Fingerprint: "f"}},
 		},

@@ -31,11 +31,15 @@
 // fingerprint, the owner token when known, start and end, whether it failed
 // (an error or a panic: the key is released), its value bytes, when and why
 // its work context was cancelled, and, when known, how its completion ended
-// ([Completion]: accepted, refused, pending).
+// ([Completion]: accepted, refused, pending). A workload whose work ends in
+// several ways names the way (Ending, which the summary counts) and marks a
+// result that is its caller's only (Tombstone).
 //
 // A [Final] is a key's state read from SQL and from Redis at the end:
 // absent, in progress, or completed with a fingerprint and result bytes;
-// and whether the record may have expired (retention) during the run.
+// whether the record may have expired (retention) during the run; and,
+// when the workload keeps a ledger, the executions whose side effect
+// committed.
 //
 // A [Fault] is one injected fault: kind, the node it hit ("" for a shared
 // service), start and end, and a detail. Anomalies list the faults that
@@ -166,9 +170,22 @@
 //     is suspect: IDs unique, returns after invokes, every Executed call
 //     naming an execution that exists in the same process for the same
 //     key and fingerprint, executions starting after their call.
+//  13. [ReplayedRelease]: an execution whose ending released the key (it
+//     failed: a 5xx, a panic, a transaction that did not commit) or
+//     finalised it as not replayable (Execution.Tombstone: a streamed
+//     response) answers its own caller only. Another call that got its
+//     bytes — a retry told the first attempt's 503 instead of running
+//     again — was replayed what was never the key's result. Calls of the
+//     same process made while it ran joined it there and are excused.
+//  14. [DuplicateEffect], [StrayEffect]: when the workload records the
+//     side effects that commit with the key's record (Final.Effects: a
+//     ledger row written in the transaction that completes the key), at
+//     most one execution per key committed one; none of them ended
+//     uncommitted (a rollback, a reservation never completed); and SQL
+//     holds the result of the one that did.
 //
 // A key whose Final says Expired may legitimately run again after its
-// record expired: checks 1, 5, 6 and 9 and the second half of 4 are
+// record expired: checks 1, 5, 6, 9 and 14 and the second half of 4 are
 // skipped for it, and stale owners are judged by overlap only. Without any
 // Final in the history, checks 6 and 7 are skipped; with some, every key
 // needs one. Checks 10 and 11 run only when their options are set.

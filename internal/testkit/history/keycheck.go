@@ -30,7 +30,7 @@ type keyCheck struct {
 	doneExec *Execution
 }
 
-// checkKey runs checks 1 to 11 on one key, in an order where each uses
+// checkKey runs checks 1 to 11, 13 and 14 on one key, in an order where each uses
 // what the earlier ones found.
 func (c *checker) checkKey(k *keyData) {
 	kc := &keyCheck{
@@ -56,5 +56,7 @@ func (c *checker) checkKey(k *keyData) {
 	kc.vanished()
 	kc.staleReplays()
 	kc.waits()
+	kc.releases()
+	kc.effects()
 	kc.fs.flush()
 }

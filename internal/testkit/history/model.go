@@ -192,6 +192,15 @@ type Execution struct {
 	// when (0: unknown).
 	Completion Completion
 	Completed  int64
+	// Ending names how fn ended, in the workload's words (a response
+	// kept, none written, a 5xx, a panic, a rolled-back transaction …);
+	// Summary counts the executions per ending. "" when not recorded.
+	Ending string
+	// Tombstone is true when fn's result is its own caller's only: the
+	// key is decided for good, but the result is never replayed (a
+	// streamed response). With Failed, it makes an ending whose bytes no
+	// other caller may get (check 13).
+	Tombstone bool
 }
 
 // StoredState is the state of a key's record in one store, read at the end.
@@ -258,6 +267,11 @@ type Final struct {
 	Expired bool
 	// At is when the stores were read.
 	At int64
+	// Effects are the IDs of the executions whose side effect committed
+	// (a ledger row written in the transaction that completed the key),
+	// as read from the database at the end; nil when the workload keeps
+	// no such record. Check 14 holds them against the record.
+	Effects []string
 }
 
 // FaultKind names a fault. Any name is allowed; the checker understands

@@ -204,6 +204,22 @@ func (x *Running) Canceled(cause string, leaseLost bool) {
 // (record it, then re-panic). Call it before fn returns to the Store: the
 // line must be written before the Store can hand the value to anyone.
 func (x *Running) End(value []byte, err error) {
+	x.end("", false, value, err)
+}
+
+// EndAs is End with the name of the way fn ended (see Execution.Ending),
+// for a workload whose work ends in several ways.
+func (x *Running) EndAs(ending string, value []byte, err error) {
+	x.end(ending, false, value, err)
+}
+
+// EndTombstone is EndAs for work whose result is its own caller's only
+// (see Execution.Tombstone): a streamed response, say.
+func (x *Running) EndTombstone(ending string, value []byte) {
+	x.end(ending, true, value, nil)
+}
+
+func (x *Running) end(ending string, tombstone bool, value []byte, err error) {
 	at := x.r.clock()
 	x.mu.Lock()
 	if x.ended {
@@ -219,7 +235,7 @@ func (x *Running) End(value []byte, err error) {
 		// watcher not have yet; this time is an upper bound.
 		x.cancel(at, ctx, classify)
 	}
-	ev := event{Ev: evExecEnd, ID: x.id, At: at, Failed: err != nil}
+	ev := event{Ev: evExecEnd, ID: x.id, At: at, Failed: err != nil, Ending: ending, Tombstone: tombstone}
 	if err != nil {
 		ev.Err = err.Error()
 	}
@@ -261,5 +277,5 @@ func (r *Recorder) Final(f Final) {
 	if f.At == 0 {
 		f.At = r.clock()
 	}
-	r.write(&event{Ev: evFinal, Key: f.Key, At: f.At, SQL: storedWire(f.SQL), Redis: storedWire(f.Redis), Expired: f.Expired})
+	r.write(&event{Ev: evFinal, Key: f.Key, At: f.At, SQL: storedWire(f.SQL), Redis: storedWire(f.Redis), Expired: f.Expired, Effects: f.Effects})
 }

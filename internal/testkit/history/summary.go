@@ -24,6 +24,9 @@ type Summary struct {
 	Execs, Failed, Canceled, Unended int
 	// Completions counts the executions whose completion was recorded.
 	Completions map[Completion]int
+	// Endings counts the ended executions per Execution.Ending ("" left
+	// out).
+	Endings map[string]int
 	// Finals is the number of keys whose final state was read.
 	Finals int
 	// Faults counts the faults per kind.
@@ -37,7 +40,7 @@ func Summarize(h *History) Summary {
 	s := Summary{
 		Events: h.Events, Truncated: h.Truncated,
 		Calls: len(h.Calls), Execs: len(h.Execs), Finals: len(h.Finals),
-		Outcomes: map[Outcome]int{}, Completions: map[Completion]int{},
+		Outcomes: map[Outcome]int{}, Completions: map[Completion]int{}, Endings: map[string]int{},
 		Faults: map[FaultKind]int{}, Anomalies: map[Kind]int{},
 	}
 	first, last := h.span()
@@ -63,6 +66,9 @@ func Summarize(h *History) Summary {
 		if e.Completion != CompletionUnknown {
 			s.Completions[e.Completion]++
 		}
+		if e.End != 0 && e.Ending != "" {
+			s.Endings[e.Ending]++
+		}
 	}
 	for i := range h.Faults {
 		s.Faults[h.Faults[i].Kind]++
@@ -80,6 +86,9 @@ func (s Summary) String() string {
 	fmt.Fprintf(w, "calls\t%d\t%s\n", s.Calls, counts(s.Outcomes, func(o Outcome) string { return o.String() }))
 	fmt.Fprintf(w, "executions\t%d\tfailed %d, cancelled %d, unended %d%s\n", s.Execs, s.Failed, s.Canceled, s.Unended,
 		prefixed(", completions ", counts(s.Completions, func(c Completion) string { return c.String() })))
+	if len(s.Endings) > 0 {
+		fmt.Fprintf(w, "endings\t%d\t%s\n", total(s.Endings), counts(s.Endings, func(e string) string { return e }))
+	}
 	fmt.Fprintf(w, "finals\t%d\t\n", s.Finals)
 	fmt.Fprintf(w, "faults\t%d\t%s\n", total(s.Faults), counts(s.Faults, func(k FaultKind) string { return string(k) }))
 	n := total(s.Anomalies)
