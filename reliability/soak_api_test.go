@@ -18,12 +18,14 @@ import (
 	chimw "github.com/go-chi/chi/v5/middleware"
 	"github.com/labstack/echo/v4"
 	echomw "github.com/labstack/echo/v4/middleware"
+	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/history"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 	"github.com/idemkit/idem/middleware/idemgin"
+	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -107,15 +109,26 @@ var (
 // (an execution) with the history recorder, and tracks the runs in
 // progress for the nemesis, which pauses a process while one runs.
 type api struct {
-	rec  *history.Recorder
-	slow time.Duration // how long a slow handler takes
+	rec   *history.Recorder
+	slow  time.Duration // how long a slow handler takes
+	lease time.Duration // the Stores' lease, which long work outlasts
+
+	seed    uint64   // draws each execution's ending
+	endings []string // the endings drawn (see soakEndings)
+	// db and sql are the database and each route's deciding layer, for
+	// the endings that complete the reservation in a transaction; ledger
+	// is the table of their charges, a row per committed execution.
+	db     *bun.DB
+	sql    map[string]*sqllayer.Layer
+	ledger string
 
 	mu      sync.Mutex     // guards running
 	running map[string]int // keys whose handler runs, with how many runs
 }
 
-func newAPI(rec *history.Recorder, slow time.Duration) *api {
-	return &api{rec: rec, slow: slow, running: map[string]int{}}
+func newAPI(rec *history.Recorder, cfg childConfig) *api {
+	return &api{rec: rec, slow: cfg.Slow, lease: cfg.Lease, seed: cfg.Seed, endings: cfg.Endings,
+		ledger: cfg.Ledger, sql: map[string]*sqllayer.Layer{}, running: map[string]int{}}
 }
 
 // runningKeys returns the keys whose handler runs now.
@@ -208,37 +221,23 @@ func (a *api) serve(route string, w http.ResponseWriter, r *http.Request, body [
 	v, _ := json.Marshal(receipt{Exec: x.ID(), Call: call, Key: key, Meaning: fp})
 	switch behaviour(r.Header.Get(hdrBehaviour)) {
 	case behaveSlow:
-		t := time.NewTimer(a.slow)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done(): // the lease was lost: stop, as real work should
-			err := fmt.Errorf("%w: %w", errWorkEnded, context.Cause(ctx))
-			x.End(nil, err)
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
+		a.long(endLong, a.slow, w, r, x, v)
 	case behaveFail:
-		x.End(v, errProvider)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = w.Write(v)
-		return
+		x.EndAs(endRetryable, answerBytes(http.StatusBadGateway, jsonHeader, v), errProvider)
+		respond(w, http.StatusBadGateway, v)
 	case behavePanic:
-		x.End(nil, errPanic)
+		x.EndAs(endPanic, nil, errPanic)
 		panic(errPanic)
 	case behavePanicLate:
-		x.End(nil, errPanic)
+		x.EndAs(endPanicAfterFlush, nil, errPanic)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(v[:len(v)/2])
 		_ = http.NewResponseController(w).Flush()
 		panic(errPanic)
+	default:
+		a.end(a.draw(call, route), route, key, call, w, r, x, v)
 	}
-	x.End(v, nil)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write(v)
 }
 
 // slot is where a request's execution, if its handler runs, meets the

@@ -57,6 +57,10 @@ type childConfig struct {
 	Lease, Wait, RedisTimeout, SQLTimeout time.Duration
 	LongRetention, ShortRetention         time.Duration
 	Slow                                  time.Duration // how long a slow handler takes
+
+	Seed    uint64   // draws each execution's ending
+	Endings []string // the endings drawn
+	Ledger  string   // the table of the charges committed with the key's record
 }
 
 // childReady is the line a child prints once it serves.
@@ -125,7 +129,7 @@ func startChild(cfg childConfig) (*child, error) {
 	}
 	c := &child{cfg: cfg, file: f, exit: make(chan struct{}), pending: map[*slot]bool{}, errs: map[string]int{}}
 	c.rec = history.NewRecorder(f, cfg.Node, nil)
-	c.api = newAPI(c.rec, cfg.Slow)
+	c.api = newAPI(c.rec, cfg)
 
 	sqldb, err := sql.Open("pgx", cfg.DSN)
 	if err != nil {
@@ -133,6 +137,7 @@ func startChild(cfg childConfig) (*child, error) {
 	}
 	sqldb.SetMaxOpenConns(8) // the server is shared
 	c.db = bun.NewDB(sqldb, pgdialect.New())
+	c.api.db = c.db
 	c.rdb = redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName: cfg.MasterName, SentinelAddrs: cfg.SentinelAddrs, ContextTimeoutEnabled: true,
 	})
@@ -144,6 +149,11 @@ func startChild(cfg childConfig) (*child, error) {
 			return nil, err
 		}
 		sl := faultlayer.New(sqlLayer)
+		route := routeLong
+		if retention == cfg.ShortRetention {
+			route = routeShort
+		}
+		c.api.sql[route] = sqlLayer
 		rl, err := redislayer.New(c.rdb, redislayer.WithPrefix(cfg.Prefix), redislayer.WithTimeout(cfg.RedisTimeout))
 		if err != nil {
 			return nil, err

@@ -101,15 +101,27 @@ func (l *load) send(ctx context.Context, k *soakKey, body soakBody, p *proc, b b
 		}
 		return history.OtherError, nil, err
 	}
-	switch {
-	case resp.StatusCode == http.StatusCreated:
-		// Replayed until the merged history shows this call's own
-		// execution (linkExecutions).
-		return history.Replayed, v, nil
-	case resp.StatusCode >= 500: // the handler's own failure
-		return history.FnFailed, v, fmt.Errorf("%d from the handler", resp.StatusCode)
+	// Any other answer is the handler's (or its record's): the client
+	// records what it got, status, replayed headers and body. A status
+	// the middleware keeps is an answer to the operation, replayed until
+	// the merged history shows this call's own execution
+	// (linkExecutions); one that releases the key is the handler's own
+	// failure.
+	got := answerBytes(resp.StatusCode, resp.Header, v)
+	if released(resp.StatusCode) {
+		return history.FnFailed, got, fmt.Errorf("%d from the handler", resp.StatusCode)
 	}
-	return history.OtherError, v, fmt.Errorf("unexpected %s", resp.Status)
+	return history.Replayed, got, nil
+}
+
+// released reports whether the middleware releases the key on status:
+// 5xx, 408, 425 and 429 (DESIGN §4).
+func released(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
 }
 
 // callAside makes a call that may take long (slow work) on a goroutine

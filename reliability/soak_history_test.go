@@ -37,9 +37,9 @@ const maxSkew = 30 * time.Second
 
 // readFinals reads every key's record from SQL (the children's table,
 // directly) and from Redis (through a layer of its own), in the history's
-// terms: the response body the record holds, and the meaning of the
-// request whose fingerprint it is bound to.
-func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.RedisSentinel, keys []*soakKey) []history.Final {
+// terms: the answer the record holds, and the meaning of the request
+// whose fingerprint it is bound to; and the charges the ledger holds.
+func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.RedisSentinel, ledger string, keys []*soakKey) []history.Final {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -65,6 +65,7 @@ func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.Re
 		t.Fatalf("read the records: %v", err)
 	}
 	_ = q.Close()
+	effects := readLedger(ctx, t, admin, ledger)
 
 	reader := must.Get(redislayer.New(rs.Client(t), redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(5*time.Second)))(t)
 	defer reader.Close()
@@ -83,7 +84,7 @@ func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.Re
 				k := keys[i]
 				key := idem.NewKey("", k.name)
 				fps := k.fingerprints(fb)
-				f := history.Final{Key: k.name, At: at, Expired: k.route == routeShort,
+				f := history.Final{Key: k.name, At: at, Expired: k.route == routeShort, Effects: effects[k.name],
 					SQL: history.Stored{State: history.Absent}, Redis: history.Stored{State: history.Absent}}
 				d := key.Digest()
 				if r, ok := rows[string(d[:])]; ok {
@@ -137,14 +138,14 @@ func (k *soakKey) fingerprints(b *fingerprint.Builder) map[string][]string {
 // stored turns a record into the history's terms. The fingerprint becomes
 // the meaning of the body it is the fingerprint of (of the one the stored
 // response says it answered, when the fingerprint does not tell two
-// bodies apart); the result becomes the response body it holds.
+// bodies apart); the result becomes the answer it holds (answerBytes).
 func stored(state idem.State, fp string, result []byte, fps map[string][]string) history.Stored {
 	s := history.Stored{State: history.InProgress}
-	body, ok := responseBody(result)
+	status, h, body, ok := storedResponse(result)
 	if state == idem.StateCompleted {
 		s.State, s.Value = history.Completed, result
 		if ok {
-			s.Value = body
+			s.Value = answerBytes(status, h, body)
 		}
 	}
 	meanings := fps[fp]
@@ -167,13 +168,14 @@ func stored(state idem.State, fp string, result []byte, fps map[string][]string)
 	return s
 }
 
-// responseBody returns the body of a response as the middleware stores it
-// (version 1: version, flags, status, header fields, body; see its
-// codec), or false for anything else.
-func responseBody(b []byte) ([]byte, bool) {
+// storedResponse decodes a response as the middleware stores it (version
+// 1: version, flags, status, header fields, body; see its codec), or
+// returns false for anything else (a tombstone among them).
+func storedResponse(b []byte) (status int, h http.Header, body []byte, ok bool) {
 	if len(b) < 4 || b[0] != 1 || b[1] != 0 {
-		return nil, false
+		return 0, nil, nil, false
 	}
+	status = int(binary.BigEndian.Uint16(b[2:4]))
 	rest := b[4:]
 	next := func() ([]byte, bool) {
 		n, w := binary.Uvarint(rest)
@@ -186,16 +188,37 @@ func responseBody(b []byte) ([]byte, bool) {
 	}
 	fields, w := binary.Uvarint(rest)
 	if w <= 0 {
-		return nil, false
+		return 0, nil, nil, false
 	}
 	rest = rest[w:]
-	for range 2 * fields {
-		if _, ok := next(); !ok {
-			return nil, false
+	h = http.Header{}
+	for range fields {
+		name, ok1 := next()
+		value, ok2 := next()
+		if !ok1 || !ok2 {
+			return 0, nil, nil, false
 		}
+		h.Add(string(name), string(value))
 	}
-	body, ok := next()
-	return body, ok && len(rest) == 0
+	body, ok = next()
+	return status, h, body, ok && len(rest) == 0
+}
+
+// readLedger returns, per key, the executions whose charge committed.
+func readLedger(ctx context.Context, t *testing.T, admin *bun.DB, ledger string) map[string][]string {
+	t.Helper()
+	var rows []struct {
+		Exec string `bun:"exec"`
+		Key  string `bun:"key"`
+	}
+	if err := admin.NewRaw("SELECT exec, key FROM "+ledger).Scan(ctx, &rows); err != nil {
+		t.Fatalf("read the ledger: %v", err)
+	}
+	out := map[string][]string{}
+	for _, r := range rows {
+		out[r.Key] = append(out[r.Key], r.Exec)
+	}
+	return out
 }
 
 // assemble decodes the recorded files, merges them with the finals, and

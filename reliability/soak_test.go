@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"github.com/idemkit/idem/internal/testkit/history"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
@@ -128,6 +130,8 @@ func TestSoak(t *testing.T) {
 	st := stacktest.On(t, "soak", &testenv.Redis{Options: rs.Servers()[0].Options()}, pg)
 	admin := st.DB(t)
 	apps := testenv.Name("idemsoak")
+	ledger := createLedger(t, admin)
+	ends := soakEndings()
 
 	recFile, err := os.Create(filepath.Join(dir, "client.jsonl"))
 	if err != nil {
@@ -146,6 +150,7 @@ func TestSoak(t *testing.T) {
 			Prefix: st.Prefix, Records: st.Records, Events: st.Events, Versions: st.Versions,
 			Lease: set.lease, Wait: set.wait, RedisTimeout: set.redisTimeout, SQLTimeout: set.sqlTimeout,
 			LongRetention: set.longRetention, ShortRetention: set.shortRetention, Slow: set.slow,
+			Seed: set.seed, Endings: ends, Ledger: ledger,
 		}))
 	}
 	for _, p := range procs {
@@ -198,7 +203,7 @@ func TestSoak(t *testing.T) {
 	quietTook := time.Since(quiet)
 
 	end := time.Now()
-	finals := readFinals(t, admin, st, rs, l.allKeys())
+	finals := readFinals(t, admin, st, rs, ledger, l.allKeys())
 	var exits sync.WaitGroup
 	for _, p := range procs {
 		exits.Go(func() { p.exit(t) })
@@ -238,11 +243,35 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	want := times(set.dur)
+	if set.dur >= time.Minute {
+		want = max(want, 5)
+	}
 	for _, k := range nemesisKinds {
 		if got := r.Summary.Faults[k]; got < want {
 			t.Errorf("%s injected %d times, want at least %d", k, got, want)
 		}
 	}
+	if set.dur >= time.Minute { // a short seed is too short for the rare rows
+		for _, e := range ends {
+			if got := r.Summary.Endings[e]; got < 5 {
+				t.Errorf("%d executions ended %s, want at least 5", got, e)
+			}
+		}
+	}
+}
+
+// createLedger creates the table of the charges that commit with their
+// key's record (a row per committed execution), and drops it when the
+// test ends.
+func createLedger(t *testing.T, admin *bun.DB) string {
+	t.Helper()
+	name := testenv.Name("idemledger")
+	ctx := context.Background()
+	if _, err := admin.ExecContext(ctx, "CREATE TABLE "+name+" (exec TEXT PRIMARY KEY, key TEXT NOT NULL, call TEXT NOT NULL)"); err != nil {
+		t.Fatalf("create the ledger: %v", err)
+	}
+	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+name) })
+	return name
 }
 
 // nemesisKinds are the faults every run injects.
