@@ -299,7 +299,7 @@ func timeline(h *history.History, key string, max int) string {
 			lines = append(lines, line{e.Canceled, fmt.Sprintf("%s cancelled: %s (lease lost %v)", e.ID, e.Cause, e.LeaseLost)})
 		}
 		if e.End != 0 {
-			lines = append(lines, line{e.End, fmt.Sprintf("%s ended failed=%v %s", e.ID, e.Failed, e.Err)})
+			lines = append(lines, line{e.End, fmt.Sprintf("%s ended %s failed=%v %s", e.ID, e.Ending, e.Failed, e.Err)})
 		}
 		if e.Completion != history.CompletionUnknown {
 			lines = append(lines, line{e.Completed, fmt.Sprintf("%s completion %s", e.ID, e.Completion)})

@@ -128,7 +128,34 @@ func TestEndingStories(t *testing.T) {
 				}()},
 				Finals: []history.Final{final(completed("f", "tombstone"), absent)},
 			},
-			want: []history.Kind{history.ReplayedRelease, history.CorruptResult},
+			want: []history.Kind{history.ReplayedRelease},
+		},
+		{
+			name: "a streamed response: its first caller got the stream, the record holds a marker, the retry is refused",
+			h: history.History{
+				Calls: []history.Call{
+					call("a/c1", "f", 100, 120, history.Executed, answer, "a/e1"),
+					call("b/c1", "f", 200, 210, history.NotReplayable, "", ""),
+				},
+				Execs: []history.Execution{func() history.Execution {
+					e := ended(run("a/e1", "a/c1", "f", 101, 110, answer), "stream")
+					e.Tombstone = true
+					return e
+				}()},
+				Finals: []history.Final{final(completed("f", "tombstone"), absent)},
+			},
+		},
+		{
+			name: "a streamed response whose only caller got the stream",
+			h: history.History{
+				Calls: []history.Call{call("a/c1", "f", 100, 120, history.Executed, answer, "a/e1")},
+				Execs: []history.Execution{func() history.Execution {
+					e := ended(run("a/e1", "a/c1", "f", 101, 110, answer), "stream")
+					e.Tombstone = true
+					return e
+				}()},
+				Finals: []history.Final{final(completed("f", "tombstone"), absent)},
+			},
 		},
 		{
 			name: "two executions of one key committed their side effect",

@@ -15,8 +15,12 @@ func (kc *keyCheck) finalState() {
 	for _, x := range kc.k.calls {
 		nr = nr || x.Outcome == NotReplayable
 	}
+	for _, e := range kc.k.execs {
+		nr = nr || (e.Tombstone && !e.Failed && e.End != 0) // its first caller got it; the record holds a marker
+	}
 	// A completed record holds a real result of this key and fingerprint
-	// (a key finalised as not replayable holds a marker instead).
+	// (a key finalised as not replayable holds a marker instead, and
+	// what its first caller was told is not in it).
 	recordOK := func(store string, s Stored) bool {
 		if s.State != Completed || nr {
 			return true
@@ -64,7 +68,7 @@ func (kc *keyCheck) finalState() {
 			kc.fs.addUntil(LostResult, fmt.Sprintf("call %s was told %s, but SQL's record is %s", ack.ID, ack.Outcome, f.SQL.State), []*Call{ack}, []*Execution{kc.src[ack]}, f.At)
 		case f.SQL.Fingerprint != ack.Fingerprint:
 			kc.fs.addUntil(LostResult, fmt.Sprintf("call %s (fingerprint %q) was told %s, but SQL's record is bound to fingerprint %q", ack.ID, ack.Fingerprint, ack.Outcome, f.SQL.Fingerprint), []*Call{ack}, []*Execution{kc.src[ack]}, f.At)
-		case len(values) > 0 && !values[string(f.SQL.Value)]:
+		case len(values) > 0 && !nr && !values[string(f.SQL.Value)]:
 			d := fmt.Sprintf("call %s was told %s, but SQL holds other bytes (%s)", ack.ID, ack.Outcome, diff(f.SQL.Value, ack.Value))
 			if kc.held != nil {
 				d += fmt.Sprintf(", the result of execution %s", kc.held.ID)
