@@ -102,7 +102,7 @@ var endings = []ending{
 	{name: endTxRollbackAfter, share: 15, tx: true},
 	{name: endTxNoComplete, share: 15, tx: true, pending: true},
 	{name: endTxTwice, share: 15, tx: true},
-	{name: endTxLateHeader, share: 15, tx: true, pending: true},
+	{name: endTxLateHeader, share: 15, tx: true},
 }
 
 // soakEndings returns the names of the endings this run draws:

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,6 +225,9 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: seed %d, wall %v: setup %v, load %v (%d calls, %.0f/s), settling %v, quiet round %v, reading, stopping and checking %v\n%s",
 		set.seed, ms(time.Since(began)), ms(setup), ms(loaded), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
 		ms(settled), ms(quietTook), ms(ended), r.Summary)
+	if by := anomaliesByEnding(h, r.Anomalies); by != "" {
+		t.Logf("anomalies by the endings of the keys' executions: %s", by)
+	}
 	if others := otherErrors(h, 5); others != "" {
 		t.Logf("the commonest other errors: %s", others)
 	}
@@ -258,6 +263,35 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
+}
+
+// anomaliesByEnding counts the anomalies per ending of their key's
+// executions: which rows of the handler-ending table they came with.
+func anomaliesByEnding(h *history.History, as []history.Anomaly) string {
+	endsOf := map[string]map[string]bool{}
+	for _, e := range h.Execs {
+		if endsOf[e.Key] == nil {
+			endsOf[e.Key] = map[string]bool{}
+		}
+		if e.Ending != "" && e.Ending != endKept {
+			endsOf[e.Key][e.Ending] = true
+		}
+	}
+	count := map[string]int{}
+	for _, a := range as {
+		if len(endsOf[a.Key]) == 0 {
+			count["kept only"]++
+		}
+		for e := range endsOf[a.Key] {
+			count[e]++
+		}
+	}
+	parts := make([]string, 0, len(count))
+	for e, n := range count {
+		parts = append(parts, fmt.Sprintf("%s %d", e, n))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
 
 // createLedger creates the table of the charges that commit with their
