@@ -37,8 +37,13 @@ type Reservation struct {
 	ended   bool                   // the function returned
 	produce func() ([]byte, error) // the result function, or nil
 	inTx    bool                   // a layer wrote the completion in the caller's transaction
-	written []byte                 // what it wrote (the last attempt's)
+	written [][]byte               // every result it wrote, in order
 	refused error                  // a completion refused as a mistake (ErrConfig), or nil
+
+	// guarded is set by RequireCompletion; taken once ReservationFrom gave
+	// the reservation out after that.
+	guarded atomic.Bool
+	taken   atomic.Bool
 
 	// node is the context ContextWithReservation returns the first time it
 	// is given this reservation, which placed records: putting a Store's
@@ -93,6 +98,18 @@ func (r *Reservation) SetResultFunc(f func() ([]byte, error)) error {
 	r.produce = f
 	return nil
 }
+
+// RequireCompletion is for the code that runs the execution and answers
+// for it (the HTTP middleware, the gRPC interceptor), where returning is
+// not by itself an answer: a function that takes the reservation with
+// ReservationFrom from now on commits its result only by completing it in
+// its transaction. When such a function returns without a completion that
+// committed (its transaction failed before completing, or it never
+// completed), it has committed nothing, whatever it wrote: the Store keeps
+// nothing, releases the key so that a retry runs again, and reports
+// tiered.ErrNotCommitted. A function that never takes the reservation is
+// unaffected.
+func (r *Reservation) RequireCompletion() { r.guarded.Store(true) }
 
 // CompleteWith is for layers that complete a reservation inside a caller's
 // transaction. It checks that the reservation is held by layer (a layer
@@ -159,8 +176,22 @@ func (r *Reservation) decide(result []byte) ([]byte, error) {
 	default:
 		result = append([]byte{}, result...) // the caller may reuse its slice
 	}
-	r.inTx, r.written = true, result
+	r.inTx = true
+	if !r.wrote(result) {
+		r.written = append(r.written, result)
+	}
 	return result, nil
+}
+
+// wrote reports whether result is one the execution wrote already. r.mu
+// is held.
+func (r *Reservation) wrote(result []byte) bool {
+	for _, w := range r.written {
+		if string(w) == string(result) {
+			return true
+		}
+	}
+	return false
 }
 
 // holds reports whether layer is held, or wraps through Unwrap, the layer
@@ -182,24 +213,58 @@ func holds(held, want Layer) bool {
 // ReservationOwner is a Store's handle on a reservation it made.
 type ReservationOwner struct{ r *Reservation }
 
-// InTx reports whether a layer wrote the completion in a caller's
-// transaction (CompleteWith), and the result it wrote last.
-func (o ReservationOwner) InTx() (written []byte, inTx bool) {
+// Ending is what the function of an execution did with its reservation,
+// as ReservationOwner.End and InTx report it.
+type Ending struct {
+	// InTx: a layer wrote a completion in a caller's transaction
+	// (CompleteWith). The Store then reads what committed.
+	InTx bool
+	// Written holds every result such a completion wrote, in order (one,
+	// unless the function completed again, in a new transaction after the
+	// first rolled back, say). What committed, if anything, is one of them.
+	Written [][]byte
+	// Refused is the first completion CompleteWith refused as a mistake
+	// (wrapping ErrConfig): the function then meant its result to commit in
+	// a transaction that could not hold it, so the Store should keep
+	// nothing.
+	Refused error
+	// Uncompleted: the reservation was guarded (RequireCompletion), the
+	// function took it (ReservationFrom) and never wrote a completion. It
+	// has committed nothing: the Store should keep nothing.
+	Uncompleted bool
+}
+
+// Wrote reports whether result is one of the results written.
+func (e Ending) Wrote(result []byte) bool {
+	for _, w := range e.Written {
+		if string(w) == string(result) {
+			return true
+		}
+	}
+	return false
+}
+
+// InTx reports what the function did with the reservation so far.
+func (o ReservationOwner) InTx() Ending {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
-	return o.r.written, o.r.inTx
+	return o.r.ending()
 }
 
 // End ends the reservation when its function has returned: a completion
-// attempted afterwards is refused. It returns what InTx returns, and the
-// first completion CompleteWith refused as a mistake (wrapping ErrConfig):
-// the function then meant its result to commit in a transaction that could
-// not hold it, so the Store should keep nothing.
-func (o ReservationOwner) End() (written []byte, inTx bool, refused error) {
+// attempted afterwards is refused. It returns what the function did with
+// the reservation.
+func (o ReservationOwner) End() Ending {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
 	o.r.ended = true
-	return o.r.written, o.r.inTx, o.r.refused
+	return o.r.ending()
+}
+
+// ending reports what the function did with r. r.mu is held.
+func (r *Reservation) ending() Ending {
+	return Ending{InTx: r.inTx, Written: r.written, Refused: r.refused,
+		Uncompleted: !r.inTx && r.guarded.Load() && r.taken.Load()}
 }
 
 // reservationKey is the context key of ContextWithReservation.
@@ -241,7 +306,20 @@ func (c *reservationCtx) String() string {
 // handler behind the middleware, in every adapter), or one derived from it.
 // ok is false outside an execution, and for work run without a decision
 // under WithFailOpen.
+//
+// Behind the HTTP middleware and the gRPC interceptor, taking the
+// reservation says that the handler completes it in its transaction
+// (sqllayer's CompleteReservation): a handler that took it and returns
+// without a completion that committed has committed nothing, whatever it
+// wrote — the key is released, the client gets a 500 problem (gRPC:
+// Internal), and the retry runs. See RequireCompletion.
 func ReservationFrom(ctx context.Context) (r *Reservation, ok bool) {
 	r, ok = ctx.Value(reservationKey{}).(*Reservation)
-	return r, ok && r != nil
+	if !ok || r == nil {
+		return nil, false
+	}
+	if r.guarded.Load() && !r.taken.Load() {
+		r.taken.Store(true)
+	}
+	return r, true
 }

@@ -18,14 +18,23 @@ import (
 // must get its response only once the deciding tier accepted it, as every
 // other caller does, so that no client sees a response whose record is then
 // lost (its completion refused after an outage, say). It records the
-// status, the allowed headers and the body up to the response limit; the
-// middleware then sends it, or answers a problem instead.
+// status, the allowed headers as they are when the status is written, and
+// the body up to the response limit, and gives their stored form.
+//
+// The leader's client is then answered from that stored form — the record
+// the Store kept, or the one the handler's transaction committed — through
+// the same code as every replay (Handler.answer): a header changed after
+// the status was written, through a header map taken earlier or after the
+// response was frozen, reaches no one, and neither do the headers the
+// replay allow-list leaves out. Nothing the handler does reaches the client
+// on its own while the response is held.
 //
 // The handler sets its headers on w's own header map, which nothing sends
 // before the status: the held status and body are what keep the response
-// back. A problem answered in the response's place first puts w's header
-// map back as the handler found it (restoreHeader), so that none of the
-// handler's headers (a Location, a Set-Cookie) reaches it.
+// back. Before the leader is answered — from the record, or with a problem
+// in the response's place — w's header map is put back as the handler found
+// it (restoreHeader), so that none of the handler's own headers reaches the
+// client except through the record.
 //
 // A response that cannot be held — flushed, hijacked, or larger than the
 // limit — goes live: what was held is sent, and the rest passes straight to
@@ -41,7 +50,6 @@ type capture struct {
 	status   int         // final status, once wrote
 	wrote    bool        // the final header was written (held, or live)
 	live     bool        // the response went to the real writer
-	sent     bool        // the held response was sent by send
 	streamed bool        // Flush was called
 	hijacked bool        // the connection was taken over
 	oversize bool        // the body passed limit
@@ -79,7 +87,7 @@ func (c *capture) reset(w http.ResponseWriter, cfg *config) {
 func (c *capture) recording() bool { return !c.streamed && !c.oversize && !c.hijacked }
 
 // started reports whether any of the response reached the real writer.
-func (c *capture) started() bool { return c.live || c.sent }
+func (c *capture) started() bool { return c.live }
 
 // Header returns w's header map. Once the response is frozen it returns a
 // map of its own, which changes nothing.
@@ -280,14 +288,24 @@ func (c *capture) Unwrap() http.ResponseWriter { return c.w }
 // wraps the status in its text.
 var ErrNotKept = errors.New("middleware: response not kept")
 
+// ErrNoResponse is the error the handler's execution reports to the Store
+// when the handler returned without writing anything: net/http would send
+// an empty 200, but a handler that wrote nothing (it logged an error and
+// returned, say) has decided nothing, and an empty 200 must not become the
+// key's answer for its whole retention. The key is released, the client
+// gets a 500 problem (ProblemFailed), and a retry runs the handler again.
+// To answer an empty 200 on purpose, call WriteHeader(http.StatusOK).
+var ErrNoResponse = errors.New("middleware: the handler returned without writing a response; nothing is stored")
+
 // finish ends the capture once the handler has returned and gives the
-// stored form of the response, with ErrNotKept when keep refuses it.
+// stored form of the response, with ErrNotKept when keep refuses it and
+// ErrNoResponse when the handler wrote nothing.
 func (c *capture) finish(keep func(status int) bool) ([]byte, error) {
 	if c.frozen != nil {
 		return c.frozen, nil
 	}
 	if !c.wrote && !c.hijacked {
-		c.WriteHeader(http.StatusOK) // what the server would send anyway
+		return nil, ErrNoResponse
 	}
 	var flags byte
 	switch {
@@ -338,17 +356,4 @@ func (c *capture) freeze(keep func(status int) bool) ([]byte, error) {
 	}
 	c.frozen = enc
 	return enc, nil
-}
-
-// send writes the held response to the real writer: the handler's status,
-// every header it set and its body. A live response is out already.
-func (c *capture) send() {
-	if c.live || c.sent {
-		return
-	}
-	c.sent = true
-	c.w.WriteHeader(c.status)
-	if len(c.body) > 0 {
-		_, _ = c.w.Write(c.body)
-	}
 }

@@ -102,8 +102,10 @@ func (x *exchange) runHandler(ctx context.Context) ([]byte, error) {
 	x.capture.reset(x.w, &x.h.c)
 	if res, ok := idem.ReservationFrom(ctx); ok {
 		// A completion in the handler's own transaction stores the
-		// response the handler wrote until then.
+		// response the handler wrote until then; and a handler that takes
+		// its reservation answers only through such a completion.
 		_ = res.SetResultFunc(x.freeze) // a fresh reservation: none is set
+		res.RequireCompletion()
 	}
 	r := x.r.WithContext(ctx)
 	r.Body = x.body.reader()

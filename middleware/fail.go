@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
 	"github.com/idemkit/idem/tiered"
 )
@@ -124,30 +123,23 @@ func fingerprintProblem(err error) problemKind {
 }
 
 // storeProblem classifies an error of Store.Do that came without a
-// response.
+// response, through tiered.Judge: the one decision every front end shares.
+// Lease lost is in flight: the work ran here, but another owner took the
+// key over, and a retry gets that owner's answer. A setup mistake on the
+// server is a plain failure: no retry helps, and its details are the
+// operator's, not the client's.
 func storeProblem(err error) problemKind {
-	var pe *tiered.PanicError
-	switch {
-	case errors.As(err, &pe):
-		return problemFailed
-	case errors.Is(err, tiered.ErrNotCommitted):
-		// The handler's transaction did not commit: nothing is stored and
-		// the key is released; a retry runs the handler again.
-		return problemFailed
-	case errors.Is(err, idem.ErrMismatch):
+	switch tiered.Judge(err) {
+	case tiered.VerdictMismatch:
 		return problemMismatch
-	case errors.Is(err, idem.ErrInFlight), errors.Is(err, idem.ErrLeaseLost):
-		// Lease lost: the work ran here, but another owner took the key
-		// over; a retry gets that owner's answer.
+	case tiered.VerdictInFlight:
 		return problemInFlight
-	case errors.Is(err, idem.ErrConfig):
-		// A setup mistake on the server: no retry helps, and its details
-		// are the operator's, not the client's.
-		return problemFailed
-	case errors.Is(err, tiered.ErrPending):
+	case tiered.VerdictPending:
 		return problemPending
-	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, idem.ErrClosed):
+	case tiered.VerdictUnavailable:
 		return problemUnavailable
+	case tiered.VerdictNotReplayable:
+		return problemNotReplayable
 	}
 	return problemFailed
 }

@@ -137,64 +137,59 @@ func (h *Handler) guards(method string) bool {
 
 // runOnce runs the request through the Store, once per key. Only the work
 // of the request that starts the execution runs (the leader): it calls next
-// with a
-// writer that holds the response until the Store has decided, and the
-// leader then sends it — or, when the Store could not keep it, a problem in
-// its place. Every other request gets the stored response, or a problem.
-// Do is given the request's context: a duplicate stops waiting when its
-// request ends, as it does for an owner on another instance, while the work
-// goes on detached. A leader whose handler runs is waited for: nothing
-// touches w, r or the framework's context once Serve is gone.
+// with a writer that holds the response until the Store has decided. Every
+// request, the leader's included, is then answered by answer from what the
+// Store returned: the record's response, or a problem. Do is given the
+// request's context: a duplicate stops waiting when its request ends, as it
+// does for an owner on another instance, while the work goes on detached. A
+// leader whose handler runs is waited for: nothing touches w, r or the
+// framework's context once Serve is gone.
 func (h *Handler) runOnce(x *exchange, key idem.Key, fp string) {
-	w, r := x.w, x.r
+	r := x.r
 	for {
 		res, err := h.store.Do(r.Context(), key, fp, x.work)
-		if x.settle(r.Context().Err() != nil) {
-			h.answerLeader(x, err)
-			return
-		}
-		if errors.Is(err, errAbandoned) && r.Context().Err() == nil {
+		led := x.settle(r.Context().Err() != nil)
+		if !led && errors.Is(err, errAbandoned) && r.Context().Err() == nil {
 			// The request this one joined ended before its handler could
 			// start: ask again, and lead if no one else does.
 			continue
 		}
-		if res.Value != nil && (err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable)) {
-			// The stored response, or the response of the execution this
-			// request shared (its failure, which the policy did not keep).
-			h.replay(w, r, res.Value, err != nil)
-			return
-		}
-		h.fail(w, r, storeProblem(err), err)
+		h.answer(x, led, res, err)
 		return
 	}
 }
 
-// answerLeader sends the leader's own response once the Store has decided:
-// as the handler wrote it when the Store kept it or the keep policy refused
-// it (err wraps ErrNotKept), and a problem in its place when the Store could
-// not keep it — so that the client never gets a response whose record is
-// lost. A response that went live (streamed, hijacked, oversized) is out
-// already.
-func (h *Handler) answerLeader(x *exchange, err error) {
+// answer writes the answer to one request once Do has returned res and err:
+// the one place where an answer is decided, for the leader (led: its
+// handler ran) as for every duplicate. A response is always sent from its
+// stored form — res.Value, what the Store kept or the handler's
+// transaction committed — so that the leader's client gets byte for byte
+// what every retry gets. Only a response that went live (streamed,
+// hijacked, oversized) reached the leader's client already.
+func (h *Handler) answer(x *exchange, led bool, res tiered.Result, err error) {
 	w, r := x.w, x.r
-	if pe := panicOf(err); pe != nil {
-		if x.capture.started() || pe.Value == http.ErrAbortHandler {
-			abort(w, x.capture.hijacked)
+	if led {
+		if pe := panicOf(err); pe != nil && (x.capture.started() || pe.Value == http.ErrAbortHandler) {
+			abort(w, x.capture.hijacked) // panics with http.ErrAbortHandler
 		}
+		if x.capture.started() {
+			h.answered(r, AnswerExecuted, x.capture.status, 0)
+			return
+		}
+		// Nothing of the response went out: the handler's own headers go
+		// only through the record.
 		x.capture.restoreHeader()
-		h.fail(w, r, problemFailed, err)
+	}
+	if res.Value != nil && (err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable)) {
+		// The stored response, or the response of the execution this
+		// request shared (its failure, which the policy did not keep).
+		kind := AnswerReplayed
+		if led {
+			kind = AnswerExecuted
+		}
+		h.replay(w, r, res.Value, err != nil, kind)
 		return
 	}
-	if x.capture.started() || (!errors.Is(err, tiered.ErrNotCommitted) &&
-		(err == nil || errors.Is(err, ErrNotKept) || errors.Is(err, tiered.ErrNotReplayable))) {
-		x.capture.send()
-		h.answered(r, AnswerExecuted, x.capture.status, 0)
-		return
-	}
-	// The handler ran, but the Store has not kept its response (it could
-	// not store it yet, or another owner took over): answer as for a
-	// duplicate, which a retry then resolves.
-	x.capture.restoreHeader()
 	h.fail(w, r, storeProblem(err), err)
 }
 

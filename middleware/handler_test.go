@@ -67,7 +67,7 @@ func TestReplayTombstone(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), c.val, c.released)
+			h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), c.val, c.released, AnswerReplayed)
 			p := problemOf(t, rec)
 			if rec.Code != c.status || p.Type != ProblemNotReplayable || p.OriginalStatus != c.original {
 				t.Fatalf("got %d %+v", rec.Code, p)
@@ -85,7 +85,7 @@ func TestReplayFiltersAndRejects(t *testing.T) {
 	h := must.Get(NewHandler(newTestStore(t), WithReplayHeaders("Location")))(t)
 	rec := httptest.NewRecorder()
 	val := encode(201, 0, []string{"Content-Type", "text/plain", "Location", "/p/1", "Set-Cookie", "s=1"}, []byte("ok"))
-	h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), val, false)
+	h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), val, false, AnswerReplayed)
 	if rec.Code != 201 || rec.Body.String() != "ok" || rec.Header().Get("Location") != "/p/1" ||
 		rec.Header().Get("Set-Cookie") != "" || rec.Header().Get("Content-Length") != "2" {
 		t.Fatalf("replay %d %q %v", rec.Code, rec.Body, rec.Header())
@@ -94,7 +94,7 @@ func TestReplayFiltersAndRejects(t *testing.T) {
 		t.Fatal("a header no longer allow-listed was replayed")
 	}
 	rec = httptest.NewRecorder()
-	h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), []byte("not a response"), false)
+	h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), []byte("not a response"), false, AnswerReplayed)
 	if p := problemOf(t, rec); rec.Code != 500 || p.Type != ProblemFailed {
 		t.Fatalf("damaged record: %d %+v", rec.Code, p)
 	}

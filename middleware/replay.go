@@ -5,20 +5,23 @@ import (
 	"strconv"
 )
 
-// replay writes a response the handler gave to another request: its status,
-// its allowed headers and its body, byte for byte, with Content-Length. A
-// tombstone is answered ProblemNotReplayable; released tells that the
-// response was not kept (the requests that shared a failed execution), in
-// which case a tombstone keeps its original status, so that they too see
-// the failure the leader saw.
-func (h *Handler) replay(w http.ResponseWriter, r *http.Request, val []byte, released bool) {
+// replay writes a response from its stored form: its status, its allowed
+// headers and its body, byte for byte, with Content-Length. Every answer
+// that carries a handler's response goes through it — the leader's own
+// (kind AnswerExecuted) and every replay (AnswerReplayed, with the replay
+// marker when one is configured) — so that they cannot differ. A tombstone
+// is answered ProblemNotReplayable; released tells that the response was
+// not kept (the requests that shared a failed execution), in which case a
+// tombstone keeps its original status, so that they too see the failure the
+// leader saw.
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request, val []byte, released bool, kind AnswerKind) {
 	s, err := decode(val)
 	if err != nil {
 		h.fail(w, r, problemFailed, err)
 		return
 	}
 	hdr := w.Header()
-	if h.c.marker != "" {
+	if h.c.marker != "" && kind == AnswerReplayed {
 		hdr[h.c.marker] = []string{"true"}
 	}
 	if s.tombstone() {
@@ -49,7 +52,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, val []byte, rel
 	if len(s.body) > 0 && bodyAllowed(s.status) {
 		_, _ = w.Write(s.body)
 	}
-	h.answered(r, AnswerReplayed, s.status, 0)
+	h.answered(r, kind, s.status, 0)
 }
 
 // setField sets a stored header on the replay when the current

@@ -18,7 +18,7 @@ type stmts struct {
 	grace        string // compare-and-set on the old token that extends a lapsed lease by a grace
 	takeover     string // compare-and-set on the old token that mints a new claim
 	complete     string
-	owned        string // state of the live record held by a token
+	owned        string // state and result of the live record held by a token
 	release      string
 	live         string // whether a live record exists
 	renew        string

@@ -1,6 +1,7 @@
 package sqllayer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -60,27 +61,39 @@ func (l *Layer) complete(ctx context.Context, q querier, key idem.Key, token str
 	if err != nil || n == 1 {
 		return err
 	}
-	state, err := l.owned(ctx, q, d[:], token)
-	if err != nil {
+	state, stored, err := l.owned(ctx, q, d[:], token)
+	switch {
+	case err != nil:
 		return err
+	case state != idem.StateCompleted:
+		return idem.ErrLeaseLost
+	case !bytes.Equal(stored, result):
+		// This token completed the key already, with other bytes: in the
+		// same transaction, or in one that committed. The first
+		// completion stands; a second with another result is a mistake
+		// of the caller's.
+		return errCompletedOtherwise
 	}
-	if state == idem.StateCompleted {
-		return nil // re-sent by the owner after success
-	}
-	return idem.ErrLeaseLost
+	return nil // re-sent by the owner after success
 }
 
-// owned returns the state of the live record token holds, or 0.
-func (l *Layer) owned(ctx context.Context, q querier, digest []byte, token string) (idem.State, error) {
+// errCompletedOtherwise is a completion's answer when its token completed
+// the key already with another result.
+var errCompletedOtherwise = fmt.Errorf("%w: sqllayer: this execution completed the key already, with another result: complete a reservation once per execution, with one result (the first completion stands)", idem.ErrConfig)
+
+// owned returns the state and result of the live record token holds, or
+// 0.
+func (l *Layer) owned(ctx context.Context, q querier, digest []byte, token string) (idem.State, []byte, error) {
 	var state int64
-	found, err := queryOne(ctx, q, l.st.owned, []any{digest, bin(token)}, &state)
+	var result []byte
+	found, err := queryOne(ctx, q, l.st.owned, []any{digest, bin(token)}, &state, &result)
 	if err != nil || !found {
-		return 0, err
+		return 0, nil, err
 	}
 	if state == stateGrace {
-		return idem.StateInProgress, nil
+		return idem.StateInProgress, nil, nil
 	}
-	return idem.State(state), nil
+	return idem.State(state), result, nil
 }
 
 // Release implements idem.Layer: a DELETE guarded by the token and the
@@ -125,7 +138,7 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 		}
 		// MySQL counts only changed rows: a renewal within the same
 		// microsecond changes nothing and still holds the lease.
-		state, err := l.owned(ctx, l.pool(), d[:], token)
+		state, _, err := l.owned(ctx, l.pool(), d[:], token)
 		if err != nil || state == idem.StateInProgress {
 			return err
 		}

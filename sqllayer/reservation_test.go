@@ -3,6 +3,7 @@ package sqllayer_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,9 +77,27 @@ func TestCompleteReservation(t *testing.T) {
 		if got, err := l.Get(ctx(t), k); err != nil || !got.Completed() || string(got.Result) != "second" {
 			t.Fatalf("after the commit: %+v %v", got, err)
 		}
-		written, inTx, refused := owner.End()
-		if !inTx || string(written) != "second" || refused == nil {
-			t.Fatalf("the Store's view: %q %v %v; want the last result written and the refusal", written, inTx, refused)
+		// A completion again once one committed: the same bytes are a
+		// re-send, other bytes the caller's mistake, said at the call; the
+		// committed result stands either way.
+		err = db.RunInTx(ctx(t), nil, func(ctx context.Context, tx bun.Tx) error {
+			return l.CompleteReservation(ctx, tx, res, []byte("second"))
+		})
+		if err != nil {
+			t.Fatalf("the same result again: %v", err)
+		}
+		err = db.RunInTx(ctx(t), nil, func(ctx context.Context, tx bun.Tx) error {
+			return l.CompleteReservation(ctx, tx, res, []byte("other"))
+		})
+		if !errors.Is(err, idem.ErrConfig) || !strings.Contains(err.Error(), "another result") {
+			t.Fatalf("another result after the commit: %v, want ErrConfig", err)
+		}
+		if got, err := l.Get(ctx(t), k); err != nil || string(got.Result) != "second" {
+			t.Fatalf("after the refused completion: %+v %v", got, err)
+		}
+		end := owner.End()
+		if !end.InTx || !end.Wrote([]byte("second")) || end.Refused == nil {
+			t.Fatalf("the Store's view: %+v; want the results written and the refusal", end)
 		}
 		err = db.RunInTx(ctx(t), nil, func(ctx context.Context, tx bun.Tx) error {
 			return l.CompleteReservation(ctx, tx, res, []byte("third"))

@@ -52,7 +52,7 @@ WHERE key_digest = ?0 AND token = ?7
 SET state = 2, result = ?2, lease_until = NULL, expires_at = UTC_TIMESTAMP(6) + INTERVAL ?3 MICROSECOND
 WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > UTC_TIMESTAMP(6)`,
 
-	owned: `SELECT state FROM {R} WHERE key_digest = ?0 AND token = ?1 AND expires_at > UTC_TIMESTAMP(6)`,
+	owned: `SELECT state, result FROM {R} WHERE key_digest = ?0 AND token = ?1 AND expires_at > UTC_TIMESTAMP(6)`,
 
 	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3)`,
 

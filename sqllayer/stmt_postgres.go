@@ -82,7 +82,7 @@ RETURNING r.lease_until, r.expires_at`,
 SET state = 2, result = ?2::bytea, lease_until = NULL, expires_at = clock_timestamp() + ?3::bigint * interval '1 microsecond'
 WHERE key_digest = ?0 AND token = ?1::bytea AND state IN (1, 3) AND expires_at > clock_timestamp()`,
 
-	owned: `SELECT state FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND expires_at > clock_timestamp()`,
+	owned: `SELECT state, result FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND expires_at > clock_timestamp()`,
 
 	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1::bytea AND state IN (1, 3)`,
 

@@ -43,7 +43,7 @@ RETURNING lease_until, expires_at`,
 SET state = 2, result = ?2, lease_until = NULL, expires_at = ` + liteNow + ` + ?3
 WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > ` + liteNow,
 
-	owned: `SELECT state FROM {R} WHERE key_digest = ?0 AND token = ?1 AND expires_at > ` + liteNow,
+	owned: `SELECT state, result FROM {R} WHERE key_digest = ?0 AND token = ?1 AND expires_at > ` + liteNow,
 
 	release: `DELETE FROM {R} WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3)`,
 

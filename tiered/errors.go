@@ -22,7 +22,16 @@ var ErrPending = errors.New("tiered: the work ran; its result is not stored yet"
 // execution's token once fn returned. Nothing is stored; the Store released
 // the key, so that a retry runs the work again. The HTTP middleware answers
 // it with a 500 problem, not with the response the handler wrote.
+//
+// It is also returned when the code that runs fn requires the completion
+// (idem.Reservation.RequireCompletion: the HTTP middleware, the gRPC
+// interceptor) and fn took its reservation but returned without completing
+// it: its transaction failed before the completion, or it never completed.
 var ErrNotCommitted = errors.New("tiered: the work completed its reservation in a transaction that did not commit; nothing is stored")
+
+// errUncompleted is what a call whose fn took its reservation to complete
+// it in its transaction, and returned without completing, reports.
+var errUncompleted = fmt.Errorf("%w: the work took its reservation and returned without completing it (its transaction failed before the completion, or it never completed)", ErrNotCommitted)
 
 // ErrNotReplayable is returned for a key whose work ran once but whose
 // result was too large for the deciding tier to keep. The key is completed

@@ -1,7 +1,6 @@
 package tiered
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -43,8 +42,9 @@ func (c *call) reservation(h *hold) (*idem.Reservation, idem.ReservationOwner) {
 
 // settleInTx decides the outcome of an execution whose fn completed its
 // reservation in its own transaction, writing written; val and fnErr are
-// what fn returned.
-func (c *call) settleInTx(h *hold, written, val []byte, fnErr error, tier idem.Tier, took time.Duration) outcome {
+// what fn returned. Every caller, fn's own included, gets what committed,
+// whatever fn returned.
+func (c *call) settleInTx(h *hold, written idem.Ending, val []byte, fnErr error, tier idem.Tier, took time.Duration) outcome {
 	s := c.s
 	if s.stopped(c.ctx) {
 		// Closing: what committed stays committed; a claim that did not
@@ -118,7 +118,7 @@ func (h *hold) verify(until time.Time) (rec idem.Record, found bool, sent time.T
 
 // verifyLater goes on reading what committed in the background, holding
 // the lease, until the deciding tier answers or the Store closes.
-func (c *call) verifyLater(h *hold, written []byte) {
+func (c *call) verifyLater(h *hold, written idem.Ending) {
 	s := c.s
 	if !s.track() {
 		return // closed meanwhile: an uncommitted claim lapses after the lease
@@ -133,13 +133,14 @@ func (c *call) verifyLater(h *hold, written []byte) {
 }
 
 // judge acts on the record the deciding tier holds once fn, which completed
-// its reservation writing written in its own transaction, has returned; sent
+// its reservation in its own transaction (written says with what), has returned; sent
 // is when the read of rec was sent, found false when there is none.
-func (c *call) judge(h *hold, rec idem.Record, found bool, sent time.Time, written []byte) (committed bool, err error) {
+func (c *call) judge(h *hold, rec idem.Record, found bool, sent time.Time, written idem.Ending) (committed bool, err error) {
 	s := c.s
 	switch {
-	case found && rec.Completed() && rec.Fingerprint == c.fp() && bytes.Equal(rec.Result, written):
-		// fn's transaction committed: hand the result on as the Store does
+	case found && rec.Completed() && rec.Fingerprint == c.fp() && written.Wrote(rec.Result):
+		// fn's transaction committed (one of its completions, when it
+		// completed more than once): hand the result on as the Store does
 		// its own, for no longer than the record lives.
 		c.observe(idem.EventCompleted, h.tier, 0, nil)
 		lives := lives(rec, sent)
@@ -183,8 +184,8 @@ func (h *hold) ownCompletion() bool {
 	if !h.reserved {
 		return false
 	}
-	written, inTx := h.owner.InTx()
-	if !inTx {
+	written := h.owner.InTx()
+	if !written.InTx {
 		return false
 	}
 	c, s := h.c, h.c.s
@@ -192,5 +193,5 @@ func (h *hold) ownCompletion() bool {
 	ctx, cancel := s.holdBounds(h.tier).call(c.ctx, time.Now())
 	rec, err := layer.Get(ctx, c.key)
 	cancel()
-	return err == nil && rec.Completed() && rec.Fingerprint == c.fp() && bytes.Equal(rec.Result, written)
+	return err == nil && rec.Completed() && rec.Fingerprint == c.fp() && written.Wrote(rec.Result)
 }

@@ -55,9 +55,17 @@ func (c *call) work(tier idem.Tier) outcome {
 	end := c.now()
 	took := end.Sub(now)
 	if h.reserved {
-		written, inTx, refused := h.owner.End()
-		if inTx {
-			return c.settleInTx(h, written, val, err, tier, took)
+		end := h.owner.End()
+		if end.InTx {
+			return c.settleInTx(h, end, val, err, tier, took)
+		}
+		refused := end.Refused
+		if refused == nil && end.Uncompleted && err == nil {
+			// fn took its reservation to complete it in its transaction
+			// and returned without a completion: that transaction did not
+			// commit (it failed before completing), or fn never completed.
+			// What fn answered was meant to commit with it: keep nothing.
+			refused = errUncompleted
 		}
 		if refused != nil {
 			// fn tried to complete in a transaction that could not hold

@@ -46,8 +46,16 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) (gin.HandlerFunc
 			c.Writer, c.Request = gw, r
 			defer func() { c.Writer, c.Request = orig, origReq }()
 			c.Next()
-			finished = true     // gin's loop ran to the end, or a handler aborted it
-			gw.WriteHeaderNow() // as gin's engine does after the last handler
+			finished = true // gin's loop ran to the end, or a handler aborted it
+			if gw.set || gw.status != http.StatusOK {
+				// As gin's engine does after the last handler: a status a
+				// handler set (c.Status), or gin's own 404 or 405, is an
+				// answer. A handler that set nothing and wrote nothing
+				// (it returned after c.Error, say) has answered nothing:
+				// the core keeps nothing and answers a 500 problem, where
+				// gin would send an empty 200.
+				gw.WriteHeaderNow()
+			}
 		})
 	}, nil
 }

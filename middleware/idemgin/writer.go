@@ -19,7 +19,8 @@ type writer struct {
 	w      http.ResponseWriter // the core's writer
 	orig   gin.ResponseWriter  // gin's writer, for CloseNotify and Pusher
 	status int
-	size   int // -1 until the header is written
+	set    bool // a handler set the status
+	size   int  // -1 until the header is written
 }
 
 var _ gin.ResponseWriter = (*writer)(nil)
@@ -30,7 +31,7 @@ func (w *writer) Header() http.Header { return w.w.Header() }
 
 func (w *writer) WriteHeader(code int) {
 	if code > 0 && !w.Written() {
-		w.status = code
+		w.status, w.set = code, true
 	}
 }
 
