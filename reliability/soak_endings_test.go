@@ -89,18 +89,18 @@ const (
 // endings is the table; kept takes what the others leave.
 var endings = []ending{
 	{name: endKept4xx, share: 30},
-	{name: endNoWrite, share: 15, pending: true},
+	{name: endNoWrite, share: 15},
 	{name: endRetryable, share: 25},
 	{name: endPanic, share: 15},
 	{name: endPanicAfterWrite, share: 15},
-	{name: endLateHeader, share: 25, pending: true},
+	{name: endLateHeader, share: 25},
 	{name: endStream, share: 15},
 	{name: endLong, share: 10, long: true},
 	{name: endGoexit, share: 10, pending: true},
 	{name: endTxCommit, share: 30, tx: true},
-	{name: endTxRollback, share: 15, tx: true, pending: true},
+	{name: endTxRollback, share: 15, tx: true},
 	{name: endTxRollbackAfter, share: 15, tx: true},
-	{name: endTxNoComplete, share: 15, tx: true, pending: true},
+	{name: endTxNoComplete, share: 15, tx: true},
 	{name: endTxTwice, share: 15, tx: true},
 	{name: endTxLateHeader, share: 15, tx: true},
 }
