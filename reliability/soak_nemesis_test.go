@@ -215,13 +215,16 @@ func (n *nemesis) processTrack(ctx context.Context, start time.Time) {
 // p is stopped. Meanwhile its duplicates go to the other children, and
 // once the lease has lapsed one of them takes the key over. Then p
 // continues, and must find itself fenced. A request whose handler does
-// not start (the stores could not decide, say) is replaced by another.
+// not start (the stores could not decide, say) is replaced by another,
+// for at least five attempts and four leases: a Postgres fault on the
+// other track may hold every claim for more than a lease.
 func (n *nemesis) pauseOwner(ctx context.Context, r *rand.Rand, p *proc) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var k *soakKey
+	giveUp := time.Now().Add(4 * n.set.lease)
 	for attempt := 0; k == nil; attempt++ {
-		if attempt == 5 || ctx.Err() != nil {
+		if (attempt >= 5 && time.Now().After(giveUp)) || ctx.Err() != nil {
 			n.fail(fmt.Errorf("nemesis: no handler of an owner started on %s in %d attempts", p.node, attempt))
 			return
 		}
