@@ -49,7 +49,18 @@
 // over Redis, kills Postgres backends and black-holes their connections,
 // stops an owner past its lease, skews an application clock and slows
 // completions, and handlers are slow, fail and panic on request. Every
-// request, every run of a handler and every fault is recorded
+// run of a handler also draws how it ends, by the seed, from the table of
+// the ways user code behind the middleware ends: a response kept (2xx,
+// 4xx), nothing written, a status that releases the key, a panic before
+// or after writing, headers changed after WriteHeader, a streamed
+// response, work longer than the lease, runtime.Goexit, and the
+// reservation completed in the handler's own transaction beside a ledger
+// row — committed, completed twice, rolled back before or after
+// completing, or taken and never completed (IDEM_SOAK_ENDINGS=all, or a
+// list of names, adds the rows the library does not meet yet). Every
+// request with the status, replayed headers and body its caller got,
+// every run of a handler with the answer it meant and how it ended, the
+// ledger's committed rows and every fault are recorded
 // (internal/testkit/history); once the faults are lifted, every lease has
 // lapsed and a quiet round has called every key once more, the stores are
 // read directly and the history is checked. Any anomaly fails the test, as
