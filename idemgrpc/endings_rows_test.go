@@ -109,6 +109,17 @@ var endings = []ending{
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1,
 	},
 	{
+		name:      "loses its lease",
+		lease:     600 * time.Millisecond,
+		renewLost: true,
+		first: func(r *endingRun) (*structpb.Struct, error) {
+			<-r.ctx.Done() // cut off, cause idem.ErrLeaseLost
+			return nil, r.ctx.Err()
+		},
+		firstCode: codes.Aborted, firstMsg: "another owner took",
+		retryV: "again", runs: 2,
+	},
+	{
 		name: "sets metadata after completing in its transaction",
 		inTx: true,
 		first: func(r *endingRun) (*structpb.Struct, error) {

@@ -101,6 +101,9 @@ type ending struct {
 	inTx bool
 	// lease, when set, is the Store's lease.
 	lease time.Duration
+	// renewLost makes the deciding tier refuse every renewal: the lease
+	// is lost while the handler runs.
+	renewLost bool
 	// givesUp makes the first caller's deadline pass while the handler
 	// runs; the handler goes on once the caller has its answer.
 	givesUp bool
@@ -207,6 +210,9 @@ func (s *endingStack) run(t *testing.T, i int, e ending) {
 		}
 		return nil
 	})
+	if e.renewLost {
+		decider.Fail(fmt.Errorf("%w: another owner took the key over", idem.ErrLeaseLost), faultlayer.Renew)
+	}
 	store := func(opts ...tiered.Option) *tiered.Store {
 		base := []tiered.Option{tiered.WithSQL(decider)}
 		if s.st != nil {
