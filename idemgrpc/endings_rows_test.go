@@ -89,6 +89,7 @@ var endings = []ending{
 		name:    "the client gives up mid-run",
 		givesUp: true,
 		first: func(r *endingRun) (*structpb.Struct, error) {
+			close(r.started)
 			<-r.gone
 			return r.answered("A")
 		},

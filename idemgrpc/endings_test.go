@@ -104,8 +104,8 @@ type ending struct {
 	// renewLost makes the deciding tier refuse every renewal: the lease
 	// is lost while the handler runs.
 	renewLost bool
-	// givesUp makes the first caller's deadline pass while the handler
-	// runs; the handler goes on once the caller has its answer.
+	// givesUp makes the first caller's deadline pass once the handler has
+	// closed started; the handler goes on once the caller has its answer.
 	givesUp bool
 	first   func(r *endingRun) (*structpb.Struct, error)
 
@@ -124,14 +124,36 @@ type ending struct {
 
 // endingRun is one run of a row's handler.
 type endingRun struct {
-	t     testing.TB
-	ctx   context.Context
-	s     *endingStack
-	sql   *sqllayer.Layer
-	id    string // the row's charge ID
-	dup   func() // calls the key on another server: it must find it in flight
-	renew <-chan struct{}
-	gone  <-chan struct{} // closed once the first caller has its answer
+	t       testing.TB
+	ctx     context.Context
+	s       *endingStack
+	sql     *sqllayer.Layer
+	id      string // the row's charge ID
+	dup     func() // calls the key on another server: it must find it in flight
+	renew   <-chan struct{}
+	started chan<- struct{} // closed by a row that gives up, once it runs
+	gone    <-chan struct{} // closed once the first caller has its answer
+}
+
+// expiring is a call's context whose deadline passes when expire is
+// closed: Deadline reports a distant time (the server's own deadline), and
+// Done and Err say DeadlineExceeded from then on, as a deadline that
+// passed, without the test guessing how long the call takes to reach the
+// handler.
+type expiring struct {
+	context.Context
+	expire chan struct{}
+}
+
+func (c *expiring) Done() <-chan struct{} { return c.expire }
+
+func (c *expiring) Err() error {
+	select {
+	case <-c.expire:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 func resp(v string) *structpb.Struct {
@@ -234,7 +256,7 @@ func (s *endingStack) run(t *testing.T, i int, e ending) {
 	}
 	k := fmt.Sprintf("end-%d-%s", i, testenv.Prefix())
 	req := msg(t, map[string]any{"row": e.name})
-	gone := make(chan struct{})
+	gone, started := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int32
 	svc := &service{}
 	conn := guarded(t, store(), svc, opts...)
@@ -246,7 +268,7 @@ func (s *endingStack) run(t *testing.T, i int, e ending) {
 			}
 			return resp("again"), nil
 		}
-		r := &endingRun{t: t, ctx: ctx, s: s, sql: sqlLayer, id: k, renew: renewals, gone: gone}
+		r := &endingRun{t: t, ctx: ctx, s: s, sql: sqlLayer, id: k, renew: renewals, started: started, gone: gone}
 		r.dup = func() {
 			d := call(t, other, methodCharge, key(k), req)
 			wantProblem(t, d, codes.Aborted, idemgrpc.ReasonInFlight, idemgrpc.DefaultInFlightDelay)
@@ -255,11 +277,17 @@ func (s *endingStack) run(t *testing.T, i int, e ending) {
 	}
 
 	firstCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var first reply
 	if e.givesUp {
-		cancel()
-		firstCtx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+		deadline := &expiring{Context: firstCtx, expire: make(chan struct{})}
+		answered := make(chan reply)
+		go func() { answered <- callCtx(deadline, conn, methodCharge, key(k), req) }()
+		<-started
+		close(deadline.expire)
+		first = <-answered
+	} else {
+		first = callCtx(firstCtx, conn, methodCharge, key(k), req)
 	}
-	first := callCtx(firstCtx, conn, methodCharge, key(k), req)
 	cancel()
 	close(gone)
 	checkReply(t, "first", first, e.firstCode, e.firstMsg, e.firstV, e.firstHeader, e.firstTrailer, false)
