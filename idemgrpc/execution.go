@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -47,6 +48,13 @@ func (x *execution) run(ctx context.Context) ([]byte, error) {
 	}
 	if x.i.c.onPanic != nil {
 		defer x.tellPanic(ctx)
+	}
+	if res, ok := idem.ReservationFrom(ctx); ok {
+		// A handler that takes its reservation answers only through a
+		// completion in its transaction: one that returns without a
+		// completion that committed has committed nothing (Internal, the
+		// key released, the retry runs).
+		res.RequireCompletion()
 	}
 	resp, err := x.handler(ctx, x.req)
 	a := answer{}

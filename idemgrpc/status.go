@@ -131,30 +131,37 @@ func failure(err error) (p problem, handlerErr error) {
 		pe *tiered.PanicError
 		hf *handlerFailed
 	)
-	switch {
-	case errors.As(err, &pe):
-		return probPanic, nil
-	case errors.Is(err, idem.ErrConfig):
-		return probFailed, nil
-	case errors.Is(err, idem.ErrLeaseLost):
-		return probLeaseLost, nil
-	case errors.As(err, &hf):
-		return problem{}, hf.err
-	case errors.Is(err, tiered.ErrNotCommitted):
-		return probNotCommitted, nil
-	case errors.Is(err, errNotProto):
-		return probNoResponse, nil
-	case errors.Is(err, idem.ErrMismatch):
-		return probMismatch, nil
-	case errors.Is(err, idem.ErrInFlight):
+	// The kind of answer is the Store's one decision (tiered.Judge), the
+	// HTTP middleware's too; within it, gRPC says more.
+	switch tiered.Judge(err) {
+	case tiered.VerdictFailed:
+		switch {
+		case errors.As(err, &pe):
+			return probPanic, nil
+		case errors.Is(err, idem.ErrConfig):
+			return probFailed, nil
+		case errors.As(err, &hf):
+			return problem{}, hf.err
+		case errors.Is(err, tiered.ErrNotCommitted):
+			return probNotCommitted, nil
+		case errors.Is(err, errNotProto):
+			return probNoResponse, nil
+		}
+	case tiered.VerdictInFlight:
+		if errors.Is(err, idem.ErrLeaseLost) {
+			return probLeaseLost, nil
+		}
 		return probInFlight, nil
-	case errors.Is(err, tiered.ErrPending):
+	case tiered.VerdictMismatch:
+		return probMismatch, nil
+	case tiered.VerdictPending:
 		return probPending, nil
-	case errors.Is(err, tiered.ErrNotReplayable):
+	case tiered.VerdictNotReplayable:
 		return probNotReplayable, nil
-	case errors.Is(err, idem.ErrClosed):
-		return probClosed, nil
-	case errors.Is(err, idem.ErrUnavailable):
+	case tiered.VerdictUnavailable:
+		if errors.Is(err, idem.ErrClosed) {
+			return probClosed, nil
+		}
 		return probUnavailable, nil
 	}
 	return probFailed, nil
