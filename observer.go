@@ -147,28 +147,72 @@ type ObserverFunc func(ctx context.Context, e Event)
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // Observers fans events out to each non-nil observer in order. It returns nil
-// when none is left, so callers keep the nil fast path.
+// when none is left, so callers keep the nil fast path, and the observer
+// itself when only one is left.
+//
+// The fan-out keeps the optional interface Tracer: when any observer given
+// implements it, so does the result, and only then (a Store traces its
+// calls only when its observer is a Tracer). Its StartCall starts the call
+// on each Tracer in order, each under the context the previous one
+// returned (a span of the second is a child of the first's), and its end
+// function ends them in reverse order, each once. So a Prometheus collector
+// and an OpenTelemetry observer combined still count every call and open
+// its span.
 func Observers(obs ...Observer) Observer {
 	var list multiObserver
+	var tracers []Tracer
 	for _, o := range obs {
-		if o != nil {
-			list = append(list, o)
+		if o == nil {
+			continue
+		}
+		list = append(list, o)
+		if t, ok := o.(Tracer); ok {
+			tracers = append(tracers, t)
 		}
 	}
-	switch len(list) {
-	case 0:
+	switch {
+	case len(list) == 0:
 		return nil
-	case 1:
+	case len(list) == 1:
 		return list[0]
+	case len(tracers) > 0:
+		return multiTracer{multiObserver: list, tracers: tracers}
 	}
 	return list
 }
 
+// multiObserver is a fan-out of observers none of which is a Tracer.
 type multiObserver []Observer
 
 func (m multiObserver) Observe(ctx context.Context, e Event) {
 	for _, o := range m {
 		o.Observe(ctx, e)
+	}
+}
+
+// multiTracer is a fan-out of observers some of which (tracers, in the
+// same order) are Tracers.
+type multiTracer struct {
+	multiObserver
+	tracers []Tracer
+}
+
+var _ Tracer = multiTracer{}
+
+// StartCall implements Tracer: it starts the call on every tracer, nesting
+// each one's context in the previous one's, and returns the innermost.
+func (m multiTracer) StartCall(ctx context.Context, key Key) (context.Context, func(CallEnd)) {
+	if len(m.tracers) == 1 {
+		return m.tracers[0].StartCall(ctx, key)
+	}
+	ends := make([]func(CallEnd), len(m.tracers))
+	for i, t := range m.tracers {
+		ctx, ends[i] = t.StartCall(ctx, key)
+	}
+	return ctx, func(e CallEnd) {
+		for i := len(ends) - 1; i >= 0; i-- {
+			ends[i](e)
+		}
 	}
 }
 

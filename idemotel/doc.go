@@ -4,6 +4,10 @@
 //	obs, err := idemotel.New() // the global TracerProvider and MeterProvider
 //	store, err := tiered.New(tiered.WithSQL(sqlLayer), tiered.WithObserver(obs))
 //
+// Beside other observers (idemprom's Collector, say), give the Store their
+// fan-out, idem.Observers(collector, obs): it is an idem.Tracer when any
+// part is, so the spans and every part's call metrics stay.
+//
 // Spans. Each call of Store.Do (and Once, and each request the middleware
 // guards) is a span named "idem.call", a child of the caller's span — the
 // server span of otelhttp, otelgin or otelecho when the request came through

@@ -1,6 +1,7 @@
 // Package idemprom exports idem's calls, events and HTTP answers as
 // Prometheus metrics: a Collector that is an idem.Observer and idem.Tracer
-// (give it to tiered.WithObserver), a middleware.AnswerObserver (give it to
+// (give it to tiered.WithObserver, alone or in idem.Observers beside others,
+// which keeps its Tracer), a middleware.AnswerObserver (give it to
 // middleware.WithAnswerObserver) and a prometheus.Collector (register it).
 //
 // Metrics (namespace configurable, default "idem"):

@@ -137,3 +137,35 @@ func TestLayerEventsReachTheStoresObserver(t *testing.T) {
 		t.Fatalf("events %v: want the claim, the completion and the tier calls", tr.counts)
 	}
 }
+
+// A Store given two tracers combined with idem.Observers (Prometheus and
+// OpenTelemetry, say) traces every call on both, the work running under
+// the context of both, and the events still reach a plain observer beside
+// them.
+func TestTracersCombinedStillTrace(t *testing.T) {
+	a, b := newTracer(), newTracer()
+	plain := &recorder{counts: map[string]int{}}
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithObserver(idem.Observers(plain, a, b)))
+	k := newKey(t)
+	var mark any
+	if _, err := s.Do(t.Context(), k, "fp", func(ctx context.Context) ([]byte, error) {
+		mark = ctx.Value(callMark{})
+		return []byte("paid"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	for name, tr := range map[string]*tracer{"first": a, "second": b} {
+		if tr.outcome(idem.OutcomeExecuted) != 1 || tr.outcome(idem.OutcomeReplayed) != 1 || tr.open != 0 {
+			t.Errorf("%s tracer: outcomes %v, %d open; want one executed, one replayed, none open", name, tr.outcomes, tr.open)
+		}
+	}
+	if mark != "traced" {
+		t.Error("the work did not run under the call's traced context")
+	}
+	if plain.count("new") != 1 || plain.count("replay") != 1 {
+		t.Errorf("plain observer heard %v, want one new and one replay", plain.counts)
+	}
+}
