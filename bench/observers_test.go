@@ -1,4 +1,4 @@
-package idemotel_test
+package bench_test
 
 import (
 	"context"
@@ -7,9 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemotel"
 	"github.com/idemkit/idem/idemprom"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
@@ -20,12 +23,18 @@ import (
 // documentation suggests, both hear every call: idem_calls_total and
 // idem_call_duration_seconds count it, an idem.call span holds it and is
 // the parent of the work's, and the events still reach both.
+//
+// It lives here, where both integrations are already required, so that
+// neither module requires the other.
 func TestWithPrometheusThroughObservers(t *testing.T) {
-	r := newRig(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	otelObs := must.Get(idemotel.New(idemotel.WithTracerProvider(tp)))(t)
 	c := must.Get(idemprom.New())(t)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
-	s, err := tiered.New(tiered.WithSQL(must.Get(memlayer.New())(t)), tiered.WithObserver(idem.Observers(c, r.obs)))
+	s, err := tiered.New(tiered.WithSQL(must.Get(memlayer.New())(t)), tiered.WithObserver(idem.Observers(c, otelObs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +67,12 @@ idem_calls_total{outcome="replayed",tier="local"} 1
 		t.Error("idem_events_total: no series: the events did not reach the collector")
 	}
 
-	spans := r.spansNamed("idem.call")
+	var spans tracetest.SpanStubs
+	for _, s := range exp.GetSpans() {
+		if s.Name == "idem.call" {
+			spans = append(spans, s)
+		}
+	}
 	if len(spans) != 2 {
 		t.Fatalf("%d idem.call spans, want 2", len(spans))
 	}
@@ -77,4 +91,14 @@ idem_calls_total{outcome="replayed",tier="local"} 1
 	if events == 0 {
 		t.Error("the call's span holds none of its events")
 	}
+}
+
+// attr returns the value of the span's attribute key, or "".
+func attr(s tracetest.SpanStub, key string) string {
+	for _, a := range s.Attributes {
+		if string(a.Key) == key {
+			return a.Value.Emit()
+		}
+	}
+	return ""
 }
