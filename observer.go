@@ -147,7 +147,10 @@ type ObserverFunc func(ctx context.Context, e Event)
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // Observers fans events out to each non-nil observer in order. It returns nil
-// when none is left, so callers keep the nil fast path.
+// when none is left, so callers keep the nil fast path. When any of them is
+// also a Tracer, so is the result: its StartCall starts the call with each
+// Tracer in order, each given the context the previous one returned, and
+// its end function ends the call with each in reverse order.
 func Observers(obs ...Observer) Observer {
 	var list multiObserver
 	for _, o := range obs {
@@ -161,6 +164,11 @@ func Observers(obs ...Observer) Observer {
 	case 1:
 		return list[0]
 	}
+	for _, o := range list {
+		if _, ok := o.(Tracer); ok {
+			return multiTracer{list}
+		}
+	}
 	return list
 }
 
@@ -169,6 +177,25 @@ type multiObserver []Observer
 func (m multiObserver) Observe(ctx context.Context, e Event) {
 	for _, o := range m {
 		o.Observe(ctx, e)
+	}
+}
+
+// multiTracer is a fan-out of which at least one observer is a Tracer.
+type multiTracer struct{ multiObserver }
+
+func (m multiTracer) StartCall(ctx context.Context, key Key) (context.Context, func(CallEnd)) {
+	var ends []func(CallEnd)
+	for _, o := range m.multiObserver {
+		if t, ok := o.(Tracer); ok {
+			var end func(CallEnd)
+			ctx, end = t.StartCall(ctx, key)
+			ends = append(ends, end)
+		}
+	}
+	return ctx, func(e CallEnd) {
+		for i := len(ends) - 1; i >= 0; i-- {
+			ends[i](e)
+		}
 	}
 }
 
