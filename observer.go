@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -32,6 +33,28 @@ func (t Tier) String() string {
 		return "sql"
 	}
 	return "none"
+}
+
+// MarshalText returns the tier's name, as String does, so that a Tier
+// reads "redis" in JSON (a readiness report) rather than a number. A value
+// that is no tier is an error.
+func (t Tier) MarshalText() ([]byte, error) {
+	if t > TierSQL {
+		return nil, fmt.Errorf("idem: %d is not a tier", uint8(t))
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText sets t to the tier MarshalText names ("none", "local",
+// "redis", "sql"); any other text is an error.
+func (t *Tier) UnmarshalText(b []byte) error {
+	for v := TierNone; v <= TierSQL; v++ {
+		if string(b) == v.String() {
+			*t = v
+			return nil
+		}
+	}
+	return fmt.Errorf("idem: %q is not a tier", b)
 }
 
 // EventKind says what happened in an Event.
