@@ -9,7 +9,8 @@ import (
 )
 
 // modules lists the directories of the repository that hold a go.mod,
-// relative to the root ("." for the core), found by walking the tree.
+// relative to the root ("." for the core), found by walking the tree; the
+// nested modules are not in the core's module zip, only in the repository.
 func modules(t *testing.T) []string {
 	t.Helper()
 	var dirs []string
@@ -28,10 +29,7 @@ func modules(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("walking the repository: %v", err)
 	}
-	if len(dirs) < 2 {
-		t.Fatalf("found the modules %v; want the core and its integrations", dirs)
-	}
-	return dirs
+	return dirs // in the core's module zip, the core alone
 }
 
 // Every module's directory holds the repository's LICENSE, word for word:
