@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -34,16 +35,43 @@ func (t Tier) String() string {
 	return "none"
 }
 
+// MarshalText returns the tier's name, as String does, so that a Tier
+// reads "redis" in JSON (a readiness report) rather than a number. A value
+// that is no tier is an error.
+func (t Tier) MarshalText() ([]byte, error) {
+	if t > TierSQL {
+		return nil, fmt.Errorf("idem: %d is not a tier", uint8(t))
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText sets t to the tier MarshalText names ("none", "local",
+// "redis", "sql"); any other text is an error.
+func (t *Tier) UnmarshalText(b []byte) error {
+	for v := TierNone; v <= TierSQL; v++ {
+		if string(b) == v.String() {
+			*t = v
+			return nil
+		}
+	}
+	return fmt.Errorf("idem: %q is not a tier", b)
+}
+
 // EventKind says what happened in an Event.
 type EventKind uint8
 
 const (
-	// EventNew: the key was claimed and the work ran (Duration: the work).
+	// EventNew ("executed"): the key was claimed and the work ran
+	// (Duration: the work). Its call ends with OutcomeExecuted.
 	EventNew EventKind = iota + 1
-	// EventReplay: a stored result was returned (Tier: where it was found).
+	// EventReplay ("replayed"): a result was returned without running the
+	// work (Tier: where it was found), a stored one or that of an execution
+	// the caller waited for. Its call ends with OutcomeReplayed.
 	EventReplay
-	// EventWaited: a duplicate waited for an in-flight owner and got its
-	// result (Duration: the wait).
+	// EventWaited: a duplicate waited for an owner in flight, in this
+	// process (Tier: TierLocal) or on another instance, and got its result
+	// (Duration: the wait). An EventReplay of the same call follows: the
+	// wait is how the replay came, not another answer.
 	EventWaited
 	// EventInFlight: a duplicate gave up waiting (ErrInFlight).
 	EventInFlight
@@ -81,12 +109,14 @@ const (
 )
 
 // String returns the kind's snake_case name, suitable as a metric label.
+// The names of the kinds that end a call are those of the call's Outcome:
+// "executed", "replayed", "in_flight", "mismatch", "lease_lost".
 func (k EventKind) String() string {
 	switch k {
 	case EventNew:
-		return "new"
+		return "executed"
 	case EventReplay:
-		return "replay"
+		return "replayed"
 	case EventWaited:
 		return "waited"
 	case EventInFlight:

@@ -52,7 +52,7 @@ func TestWithPrometheusThroughObservers(t *testing.T) {
 	}
 
 	want := `
-# HELP idem_calls_total Store calls by outcome (executed, replayed, waited, mismatch, in_flight, unavailable, pending, lease_lost, failed, not_replayable, config_error, canceled, closed, invalid) and the tier that answered; every caller counts, those that joined another's execution included.
+# HELP idem_calls_total Store calls by outcome (executed, replayed, mismatch, in_flight, unavailable, pending, lease_lost, failed, not_replayable, config_error, canceled, closed, invalid) and the tier that answered; every caller counts, and a caller that waited for an execution in flight and got its result is replayed.
 # TYPE idem_calls_total counter
 idem_calls_total{outcome="executed",tier="sql"} 1
 idem_calls_total{outcome="replayed",tier="local"} 1

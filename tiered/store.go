@@ -199,18 +199,18 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 	start := time.Now()
 	ctx, end := s.tracer.StartCall(ctx, key)
 	res, err := s.do(ctx, key, fingerprint, fn)
-	end(idem.CallEnd{Outcome: outcomeOf(ctx, res, err), Tier: res.Tier, Duration: time.Since(start), Err: err})
+	end(idem.CallEnd{Outcome: outcomeOf(ctx, res, err), Tier: res.Tier, Duration: time.Since(start), Err: err, Waited: res.Waited})
 	return res, err
 }
 
-// outcomeOf names how a call that returned res and err ended.
+// outcomeOf names how a call that returned res and err ended. A call that
+// waited for an owner in flight and got its result is a replay like any
+// other: CallEnd.Waited says it waited.
 func outcomeOf(ctx context.Context, res Result, err error) idem.Outcome {
 	var pe *PanicError
 	switch {
 	case err == nil && !res.Replayed:
 		return idem.OutcomeExecuted
-	case err == nil && res.Waited:
-		return idem.OutcomeWaited
 	case err == nil:
 		return idem.OutcomeReplayed
 	case errors.Is(err, idem.ErrMismatch):
@@ -329,6 +329,9 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 	switch {
 	case o.err == nil:
 		o.result.Tier = idem.TierLocal
+		if waited {
+			s.observe(ctx, idem.EventWaited, idem.TierLocal, c.key, time.Since(start), nil)
+		}
 		s.observe(ctx, idem.EventReplay, idem.TierLocal, c.key, 0, nil)
 	case errors.Is(o.err, idem.ErrMismatch):
 		o.result.Tier = idem.TierLocal
