@@ -226,3 +226,27 @@ func TestWorkEndingAfterItsTransaction(t *testing.T) {
 		}
 	})
 }
+
+// A call whose goroutine exits inside Do (fn called runtime.Goexit and the
+// caller's context cannot be cancelled, so fn ran there) still ends its
+// trace, as failed; so does the call whose fn ran elsewhere.
+func TestGoexitEndsTheTrace(t *testing.T) {
+	for _, cancellable := range []bool{true, false} {
+		t.Run(callerName(cancellable), func(t *testing.T) {
+			tr := newTracer()
+			s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithObserver(tr))
+			got := within(t, doOn(callerCtx(t, cancellable), s, newKey(t), func(context.Context) ([]byte, error) {
+				runtime.Goexit()
+				return []byte("unreachable"), nil
+			}), "the caller's Do")
+			if got.returned != cancellable {
+				t.Fatalf("caller: %v", got)
+			}
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			if tr.started != 1 || tr.open != 0 || tr.outcomes[idem.OutcomeFailed] != 1 {
+				t.Fatalf("calls started %d, open %d, outcomes %v; want one, ended as failed", tr.started, tr.open, tr.outcomes)
+			}
+		})
+	}
+}
