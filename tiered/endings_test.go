@@ -27,6 +27,9 @@ type ending struct {
 	// tx says that fn completes its reservation in a SQL transaction of
 	// its own: only where a SQL layer decides.
 	tx bool
+	// lease is the lease of the first caller's Store; 0 for the Store's
+	// default.
+	lease time.Duration
 	// first makes the first call on e.a and returns its answer.
 	first func(t *testing.T, e *endingEnv) answered
 
@@ -163,7 +166,7 @@ func TestStoreDoEndings(t *testing.T) {
 			errs:  []error{errGone}, stored: "paid", retry: "paid", runs: 1,
 		},
 		{
-			name: "runs longer than the lease",
+			name: "runs longer than the lease", lease: 2 * time.Second,
 			first: func(t *testing.T, e *endingEnv) answered {
 				return e.call(t, t.Context(), e.fn(func(context.Context) ([]byte, error) {
 					// Four renewals, one every lease/3: the work has outlived
@@ -272,8 +275,12 @@ func TestStoreDoEndings(t *testing.T) {
 
 func (row ending) check(t *testing.T, r *rig) {
 	e := &endingEnv{r: r, started: make(chan struct{}), release: make(chan struct{})}
-	e.a, e.aLayer = r.store(t, tiered.WithLease(goexitLease))
-	e.b, _ = r.store(t, tiered.WithLease(goexitLease))
+	var opts []tiered.Option
+	if row.lease > 0 {
+		opts = append(opts, tiered.WithLease(row.lease))
+	}
+	e.a, e.aLayer = r.store(t, opts...)
+	e.b, _ = r.store(t)
 	if r.sqlDecides() {
 		e.sql = e.aLayer.Inner.(*sqllayer.Layer)
 		e.ledger = newLedger(t, r.st)

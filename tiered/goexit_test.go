@@ -16,10 +16,11 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// goexitLease is the lease of the Stores in these tests: short, so that
-// renewals come soon (every lease/3), and long enough for each renewal to
-// reach servers shared with other tests in time.
-const goexitLease = 1500 * time.Millisecond
+// goexitLease is the lease of the Store whose work calls Goexit: short, so
+// that a renewal comes soon (every lease/3), and long enough for each claim
+// and renewal to reach servers shared with other tests, and a loaded
+// machine, in time.
+const goexitLease = 3 * time.Second
 
 // callerCtx returns the context of a caller of Do: one that can be
 // cancelled (Do then runs the execution on a goroutine of its own) or one
@@ -60,7 +61,7 @@ func TestGoexitEndsTheExecution(t *testing.T) {
 func goexitEnds(t *testing.T, r *rig, cancellable bool) {
 	rec := newRecorder()
 	a, decides := r.store(t, tiered.WithLease(goexitLease), tiered.WithWait(3*time.Second), tiered.WithObserver(rec))
-	b, _ := r.store(t, tiered.WithLease(goexitLease), tiered.WithWait(3*time.Second))
+	b, _ := r.store(t, tiered.WithWait(3*time.Second))
 	k := newKey(t)
 	renewed := make(chan struct{}, 1)
 	decides.Hook(faultlayer.Renew, func(context.Context) error {
@@ -167,8 +168,8 @@ func TestWorkEndingAfterItsTransaction(t *testing.T) {
 		for _, row := range rows {
 			t.Run(row.name, func(t *testing.T) {
 				l := newLedger(t, r.st)
-				a, decides := r.store(t, tiered.WithLease(goexitLease))
-				b, _ := r.store(t, tiered.WithLease(goexitLease))
+				a, decides := r.store(t)
+				b, _ := r.store(t)
 				sql := decides.Inner.(*sqllayer.Layer)
 				k := newKey(t)
 				id := k.String()
