@@ -146,10 +146,7 @@ func goexitEnds(t *testing.T, r *rig, cancellable bool) {
 // inside its transaction committed nothing (the transaction rolls back as
 // the goroutine unwinds): the key is released and a retry runs the work.
 func TestWorkEndingAfterItsTransaction(t *testing.T) {
-	eachRig(t, func(t *testing.T, r *rig) {
-		if !r.sqlDecides() {
-			return // fn completes its reservation in a SQL transaction
-		}
+	eachSQLRig(t, func(t *testing.T, r *rig) {
 		rows := []struct {
 			name        string
 			cancellable bool

@@ -43,6 +43,14 @@ func eachRig(t *testing.T, fn func(t *testing.T, r *rig)) {
 	t.Run("embedded", func(t *testing.T) { fn(t, newStackRig(t, "embedded", stacktest.Embedded(t))) })
 }
 
+// eachSQLRig runs fn as a subtest over the rigs where a SQL layer decides:
+// real Redis and Postgres, and the embedded stack.
+func eachSQLRig(t *testing.T, fn func(t *testing.T, r *rig)) {
+	t.Helper()
+	t.Run("real", func(t *testing.T) { fn(t, newStackRig(t, "real", stacktest.Real(t))) })
+	t.Run("embedded", func(t *testing.T) { fn(t, newStackRig(t, "embedded", stacktest.Embedded(t))) })
+}
+
 func newStackRig(t *testing.T, name string, st *stacktest.Stack) *rig {
 	t.Helper()
 	return &rig{name: name, st: st, sql: st.SQLLayer(t)}
