@@ -167,7 +167,7 @@ func TestTracersCombinedStillTrace(t *testing.T) {
 	if mark != "traced" {
 		t.Error("the work did not run under the call's traced context")
 	}
-	if plain.count("new") != 1 || plain.count("replay") != 1 {
-		t.Errorf("plain observer heard %v, want one new and one replay", plain.counts)
+	if plain.count("executed") != 1 || plain.count("replayed") != 1 {
+		t.Errorf("plain observer heard %v, want one executed and one replayed", plain.counts)
 	}
 }
