@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -84,6 +85,12 @@ var endings = []ending{
 		},
 		firstCode: codes.Internal, firstMsg: "panicked",
 		retryV: "again", runs: 2,
+	},
+	{
+		name:      "calls runtime.Goexit",
+		first:     func(*endingRun) (*structpb.Struct, error) { runtime.Goexit(); return nil, nil },
+		firstCode: codes.Internal,
+		retryV:    "again", runs: 2,
 	},
 	{
 		name:    "the client gives up mid-run",

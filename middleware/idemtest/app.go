@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,6 +189,12 @@ func (a *app) end(w http.ResponseWriter, r *http.Request, n int64, how string) {
 		// Writes a whole response (held), then panics.
 		writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"order":%d}`, n))
 		panic("idemtest: handler panic after writing")
+	case "goexit":
+		// Ends its goroutine: neither a return nor a panic.
+		runtime.Goexit()
+	case "write-then-goexit":
+		writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"order":%d}`, n))
+		runtime.Goexit()
 	case "slow":
 		// Works until the row releases it (past the lease, the retention).
 		a.started <- struct{}{}

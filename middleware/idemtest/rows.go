@@ -42,6 +42,7 @@ var rows = []row{
 	{name: "ending: an empty 200 on purpose", fn: emptyOnPurpose},
 	{name: "ending: headers changed after WriteHeader", fn: lateHeaders},
 	{name: "ending: writes, then panics", fn: writeThenPanic},
+	{name: "ending: runtime.Goexit", fn: goexit},
 	{name: "ending: longer than the lease", fn: longerThanLease},
 	{name: "ending: longer than the retention", fn: longerThanRetention},
 }

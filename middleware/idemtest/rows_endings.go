@@ -98,6 +98,27 @@ func writeThenPanic(t *testing.T, e *env) {
 	wantRuns(t, e, 2)
 }
 
+// goexit: runtime.Goexit in the handler, before or after writing, ends
+// the execution: the key is released, the first caller gets a 500 problem
+// (the handler's goroutine is the Store's, not the request's), and the
+// retry runs again.
+func goexit(t *testing.T, e *env) {
+	for _, path := range []string{"/end/goexit", "/end/write-then-goexit"} {
+		t.Run(path, func(t *testing.T) {
+			e := e.kit.env()
+			s := e.start(t, nil)
+			k := newKey()
+			q := request{path: path, key: k, body: payBody}
+			wantProblem(t, s.send(t, q), http.StatusInternalServerError, middleware.ProblemFailed)
+			if s.stored(t, idem.NewKey("", k)) {
+				t.Fatal("an execution that called Goexit left a record")
+			}
+			wantProblem(t, s.send(t, q), http.StatusInternalServerError, middleware.ProblemFailed)
+			wantRuns(t, e, 2)
+		})
+	}
+}
+
 // longerThanLease: work that outlives its lease several times over keeps
 // its claim by renewal: a duplicate on another instance meanwhile gets 409,
 // never a second run, and the retry replays the one response.
