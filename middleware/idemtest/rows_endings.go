@@ -16,13 +16,19 @@ import (
 // writesNothing: a handler that returns without writing has decided
 // nothing. Not an empty 200 for the key's whole retention: a 500 problem,
 // nothing stored, and the retry runs the handler again.
-func writesNothing(t *testing.T, e *env) {
+func writesNothing(t *testing.T, e *env) { releasedEnding(t, e, "/end/nothing") }
+
+// releasedEnding checks an ending that commits nothing: the first caller
+// and the retry each get a 500 problem, nothing is stored, and the handler
+// ran for both.
+func releasedEnding(t *testing.T, e *env, path string) {
+	t.Helper()
 	s := e.start(t, nil)
 	k := newKey()
-	q := request{path: "/end/nothing", key: k, body: payBody}
+	q := request{path: path, key: k, body: payBody}
 	wantProblem(t, s.send(t, q), http.StatusInternalServerError, middleware.ProblemFailed)
 	if s.stored(t, idem.NewKey("", k)) {
-		t.Fatal("a handler that wrote nothing left a record")
+		t.Fatalf("%s left a record", path)
 	}
 	wantProblem(t, s.send(t, q), http.StatusInternalServerError, middleware.ProblemFailed)
 	wantRuns(t, e, 2)
@@ -86,17 +92,7 @@ func lateHeaders(t *testing.T, e *env) {
 // writeThenPanic: a whole response written, held, then a panic: nothing of
 // it went out, so the first caller gets a clean 500 problem, nothing is
 // stored, and the retry runs again.
-func writeThenPanic(t *testing.T, e *env) {
-	s := e.start(t, nil)
-	k := newKey()
-	q := request{path: "/end/write-then-panic", key: k, body: payBody}
-	wantProblem(t, s.send(t, q), http.StatusInternalServerError, middleware.ProblemFailed)
-	if s.stored(t, idem.NewKey("", k)) {
-		t.Fatal("a panicked response was stored")
-	}
-	wantProblem(t, s.send(t, q), http.StatusInternalServerError, middleware.ProblemFailed)
-	wantRuns(t, e, 2)
-}
+func writeThenPanic(t *testing.T, e *env) { releasedEnding(t, e, "/end/write-then-panic") }
 
 // goexit: runtime.Goexit in the handler, before or after writing, ends
 // the execution: the key is released, the first caller gets a 500 problem
@@ -104,18 +100,7 @@ func writeThenPanic(t *testing.T, e *env) {
 // retry runs again.
 func goexit(t *testing.T, e *env) {
 	for _, path := range []string{"/end/goexit", "/end/write-then-goexit"} {
-		t.Run(path, func(t *testing.T) {
-			e := e.kit.env()
-			s := e.start(t, nil)
-			k := newKey()
-			q := request{path: path, key: k, body: payBody}
-			wantProblem(t, s.send(t, q), http.StatusInternalServerError, middleware.ProblemFailed)
-			if s.stored(t, idem.NewKey("", k)) {
-				t.Fatal("an execution that called Goexit left a record")
-			}
-			wantProblem(t, s.send(t, q), http.StatusInternalServerError, middleware.ProblemFailed)
-			wantRuns(t, e, 2)
-		})
+		t.Run(path, func(t *testing.T) { releasedEnding(t, e.kit.env(), path) })
 	}
 }
 

@@ -337,37 +337,6 @@ func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter)
 		c.wantOnce(t, id, runs)
 	})
 
-	t.Run("rolled back, the retry runs again and commits once", func(t *testing.T) {
-		a, b := start(t), start(t)
-		id := "rb-" + testenv.Name("c")
-		runs := c.runs.Load()
-		c.set(id, rollback, nil)
-		got, err := post(t, t.Context(), a, id)
-		if err != nil || got.Status != http.StatusInternalServerError || got.ContentType != "application/problem+json" {
-			t.Fatalf("rolled back: %+v, %v; want a 500 problem", got, err)
-		}
-		if err := c.err(id); !errors.Is(err, middleware.ErrResponseFrozen) {
-			t.Fatalf("the write after the completion: %v, want ErrResponseFrozen", err)
-		}
-		if n := c.count(t, id); n != 0 {
-			t.Fatalf("%d charges after the rollback", n)
-		}
-		c.set(id, commit, nil)
-		for _, in := range []instance{b, a} {
-			got, err := post(t, t.Context(), in, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, got, id)
-		}
-		if n := c.runs.Load() - runs; n != 2 {
-			t.Fatalf("the handler ran %d times, want 2", n)
-		}
-		if n := c.count(t, id); n != 1 {
-			t.Fatalf("%d charges, want 1", n)
-		}
-	})
-
 	t.Run("completing before writing is refused", func(t *testing.T) {
 		a := start(t)
 		id := "early-" + testenv.Name("c")
@@ -388,6 +357,7 @@ func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter)
 		m    mode
 		err  func(error) bool // what the handler heard, or nil
 	}{
+		{"rolled back after completing", rollback, func(err error) bool { return errors.Is(err, middleware.ErrResponseFrozen) }},
 		{"the transaction fails before completing, nothing written", failBefore, nil},
 		{"written, then the transaction fails before completing", writeThenFail, nil},
 		{"COMMIT fails", commitFails, func(err error) bool { return errors.Is(err, middleware.ErrResponseFrozen) }},
