@@ -93,9 +93,53 @@ func TestObservers(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("fan-out delivered %d events, want 2", len(got))
 	}
+	if _, ok := idem.Observers(o, o).(idem.Tracer); ok {
+		t.Fatal("a fan-out of plain observers claims to be a Tracer")
+	}
 	for k := idem.EventNew; k <= idem.EventReleased; k++ {
 		if k.String() == "unknown" {
 			t.Errorf("event kind %d has no name", k)
 		}
+	}
+}
+
+// traceSpy is a Tracer that writes down its calls' starts and ends.
+type traceSpy struct {
+	name string
+	log  *[]string
+}
+
+type spyMark struct{}
+
+func (s traceSpy) Observe(context.Context, idem.Event) {}
+
+func (s traceSpy) StartCall(ctx context.Context, _ idem.Key) (context.Context, func(idem.CallEnd)) {
+	parent, _ := ctx.Value(spyMark{}).(string)
+	*s.log = append(*s.log, "start "+s.name+" under "+parent)
+	return context.WithValue(ctx, spyMark{}, s.name), func(e idem.CallEnd) {
+		*s.log = append(*s.log, "end "+s.name+" "+e.Outcome.String())
+	}
+}
+
+// A fan-out keeps the Tracer of any observer it holds (DESIGN §9): the
+// Tracers start a call in order, each under the context of the one before,
+// and end it in reverse order; a plain observer beside them changes
+// nothing.
+func TestObserversKeepTracers(t *testing.T) {
+	var log []string
+	plain := idem.ObserverFunc(func(context.Context, idem.Event) {})
+	o := idem.Observers(traceSpy{"a", &log}, plain, traceSpy{"b", &log})
+	tr, ok := o.(idem.Tracer)
+	if !ok {
+		t.Fatal("a fan-out of Tracers is not a Tracer: the calls of its observers would never be counted")
+	}
+	ctx, end := tr.StartCall(t.Context(), idem.NewKey("", "k"))
+	if got, _ := ctx.Value(spyMark{}).(string); got != "b" {
+		t.Fatalf("the call's context is %q's, want the last Tracer's", got)
+	}
+	end(idem.CallEnd{Outcome: idem.OutcomeReplayed})
+	want := "start a under |start b under a|end b replayed|end a replayed"
+	if got := strings.Join(log, "|"); got != want {
+		t.Fatalf("calls:\n%s\nwant\n%s", got, want)
 	}
 }

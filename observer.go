@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -34,16 +35,43 @@ func (t Tier) String() string {
 	return "none"
 }
 
+// MarshalText returns the tier's name, as String does, so that a Tier
+// reads "redis" in JSON (a readiness report) rather than a number. A value
+// that is no tier is an error.
+func (t Tier) MarshalText() ([]byte, error) {
+	if t > TierSQL {
+		return nil, fmt.Errorf("idem: %d is not a tier", uint8(t))
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText sets t to the tier MarshalText names ("none", "local",
+// "redis", "sql"); any other text is an error.
+func (t *Tier) UnmarshalText(b []byte) error {
+	for v := TierNone; v <= TierSQL; v++ {
+		if string(b) == v.String() {
+			*t = v
+			return nil
+		}
+	}
+	return fmt.Errorf("idem: %q is not a tier", b)
+}
+
 // EventKind says what happened in an Event.
 type EventKind uint8
 
 const (
-	// EventNew: the key was claimed and the work ran (Duration: the work).
+	// EventNew ("executed"): the key was claimed and the work ran
+	// (Duration: the work). Its call ends with OutcomeExecuted.
 	EventNew EventKind = iota + 1
-	// EventReplay: a stored result was returned (Tier: where it was found).
+	// EventReplay ("replayed"): a result was returned without running the
+	// work (Tier: where it was found), a stored one or that of an execution
+	// the caller waited for. Its call ends with OutcomeReplayed.
 	EventReplay
-	// EventWaited: a duplicate waited for an in-flight owner and got its
-	// result (Duration: the wait).
+	// EventWaited: a duplicate waited for an owner in flight, in this
+	// process (Tier: TierLocal) or on another instance, and got its result
+	// (Duration: the wait). An EventReplay of the same call follows: the
+	// wait is how the replay came, not another answer.
 	EventWaited
 	// EventInFlight: a duplicate gave up waiting (ErrInFlight).
 	EventInFlight
@@ -81,12 +109,14 @@ const (
 )
 
 // String returns the kind's snake_case name, suitable as a metric label.
+// The names of the kinds that end a call are those of the call's Outcome:
+// "executed", "replayed", "in_flight", "mismatch", "lease_lost".
 func (k EventKind) String() string {
 	switch k {
 	case EventNew:
-		return "new"
+		return "executed"
 	case EventReplay:
-		return "replay"
+		return "replayed"
 	case EventWaited:
 		return "waited"
 	case EventInFlight:
@@ -147,28 +177,72 @@ type ObserverFunc func(ctx context.Context, e Event)
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // Observers fans events out to each non-nil observer in order. It returns nil
-// when none is left, so callers keep the nil fast path.
+// when none is left, so callers keep the nil fast path, and the observer
+// itself when only one is left.
+//
+// The fan-out keeps the optional interface Tracer: when any observer given
+// implements it, so does the result, and only then (a Store traces its
+// calls only when its observer is a Tracer). Its StartCall starts the call
+// on each Tracer in order, each under the context the previous one
+// returned (a span of the second is a child of the first's), and its end
+// function ends them in reverse order, each once. So a Prometheus collector
+// and an OpenTelemetry observer combined still count every call and open
+// its span.
 func Observers(obs ...Observer) Observer {
 	var list multiObserver
+	var tracers []Tracer
 	for _, o := range obs {
-		if o != nil {
-			list = append(list, o)
+		if o == nil {
+			continue
+		}
+		list = append(list, o)
+		if t, ok := o.(Tracer); ok {
+			tracers = append(tracers, t)
 		}
 	}
-	switch len(list) {
-	case 0:
+	switch {
+	case len(list) == 0:
 		return nil
-	case 1:
+	case len(list) == 1:
 		return list[0]
+	case len(tracers) > 0:
+		return multiTracer{multiObserver: list, tracers: tracers}
 	}
 	return list
 }
 
+// multiObserver is a fan-out of observers none of which is a Tracer.
 type multiObserver []Observer
 
 func (m multiObserver) Observe(ctx context.Context, e Event) {
 	for _, o := range m {
 		o.Observe(ctx, e)
+	}
+}
+
+// multiTracer is a fan-out of observers some of which (tracers, in the
+// same order) are Tracers.
+type multiTracer struct {
+	multiObserver
+	tracers []Tracer
+}
+
+var _ Tracer = multiTracer{}
+
+// StartCall implements Tracer: it starts the call on every tracer, nesting
+// each one's context in the previous one's, and returns the innermost.
+func (m multiTracer) StartCall(ctx context.Context, key Key) (context.Context, func(CallEnd)) {
+	if len(m.tracers) == 1 {
+		return m.tracers[0].StartCall(ctx, key)
+	}
+	ends := make([]func(CallEnd), len(m.tracers))
+	for i, t := range m.tracers {
+		ctx, ends[i] = t.StartCall(ctx, key)
+	}
+	return ctx, func(e CallEnd) {
+		for i := len(ends) - 1; i >= 0; i-- {
+			ends[i](e)
+		}
 	}
 }
 

@@ -11,11 +11,17 @@ type Outcome uint8
 const (
 	// OutcomeExecuted: the work ran for this call and its result was kept.
 	OutcomeExecuted Outcome = iota + 1
-	// OutcomeReplayed: a stored result was returned, or the result of an
-	// execution this call shared.
+	// OutcomeReplayed: the call did not run the work and got the key's
+	// result: a stored one, or that of an execution in flight that it
+	// waited for, in this process or on another instance (CallEnd.Waited
+	// says whether it waited). A replay ratio is replayed over executed
+	// plus replayed.
 	OutcomeReplayed
-	// OutcomeWaited: the call waited for an owner in flight and got its
-	// result.
+	// OutcomeWaited is no longer reported: a call that waited for an owner
+	// in flight and got its result is OutcomeReplayed, with CallEnd.Waited
+	// set, so that every replay counts as one.
+	//
+	// Deprecated: use OutcomeReplayed and CallEnd.Waited.
 	OutcomeWaited
 	// OutcomeMismatch: the key is bound to another fingerprint.
 	OutcomeMismatch
@@ -90,6 +96,9 @@ type CallEnd struct {
 	Duration time.Duration
 	// Err is the error the call returned, nil on success.
 	Err error
+	// Waited is true when the call waited for an owner in flight, in this
+	// process or on another instance, before its answer.
+	Waited bool
 }
 
 // Tracer is an optional interface of an Observer, for tracing and for

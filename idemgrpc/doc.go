@@ -49,12 +49,23 @@
 // execution, carries the response header "idempotent-replayed: true"
 // (ReplayedHeader; WithReplayHeader(false) turns it off).
 //
+// The call whose handler ran is answered as every replay is: from the
+// answer the Store kept, decoded by the same code, never from the value
+// the handler returned. It gets the stored message or kept status and the
+// stored metadata, so that the first answer and every retry's are one.
+// The metadata WithReplayMetadata names reaches it only from there: what
+// the handler set of it after its answer was stored (after Result, for a
+// handler that completes in its transaction) reaches no call. Metadata not
+// named goes to the handler's own call directly, and is never replayed.
+//
 // A handler error releases the key by default, so a retry runs the handler
 // again: the HTTP middleware does the same for 5xx. WithKeep names the
 // statuses kept as final answers instead (InvalidArgument, NotFound …):
 // those are stored as a google.rpc.Status, code, message and details, and
 // replayed as they were. Calls that shared the failed execution in this
-// process get the handler's error as it returned it.
+// process get the handler's error as it returned it. A handler that
+// returns neither a message nor an error (nil, nil) has no answer to
+// store: the key is released and the call gets Internal.
 //
 // # Status codes
 //
@@ -62,7 +73,10 @@
 // ErrorDomain, a Reason constant), and the retryable ones a RetryInfo
 // detail (WithRetryDelays; 1 s and 5 s by default), as gRPC clients and
 // retry policies expect. The HTTP middleware's answer is given for
-// comparison.
+// comparison. One function makes the decision for every error the Store
+// returns; an error that is several of these (a lease lost by a handler
+// that then failed) gets the first row of: a panic, a configuration error,
+// a lost lease, the handler's error, then the others.
 //
 //	situation                                        code                 reason                       HTTP
 //	no key, key not required                         the handler's answer                              passed through
@@ -72,11 +86,13 @@
 //	request message protojson cannot write           Internal             FAILED                       500
 //	  (an Any of a type the server does not link)
 //	request message past fingerprint.WithMaxBytes    ResourceExhausted    REQUEST_NOT_FINGERPRINTABLE  413
+//	the handler ran, its answer is stored            the stored response (or kept status)              the stored response
 //	same key, same request, completed                the stored response (or kept status), replayed    the stored response
+//	the handler failed, the policy did not keep it   the handler's error (the key is released)         the handler's response
 //	same key, same request, in flight past the wait  Aborted + RetryInfo  REQUEST_IN_FLIGHT            409
 //	same key, different request                      FailedPrecondition   IDEMPOTENCY_KEY_REUSED       422
 //	stores unable to decide (the handler did not     Unavailable +        STORE_UNAVAILABLE            503
-//	  run), or the Store closed                        RetryInfo
+//	  run), or the Store closing                       RetryInfo
 //	the handler ran, its answer is not stored yet    Unavailable +        RESULT_PENDING               503
 //	                                                   RetryInfo
 //	the handler ran, another owner took the key      Aborted + RetryInfo  LEASE_LOST                   409
@@ -84,6 +100,13 @@
 //	the answer was too large to store                FailedPrecondition   NOT_REPLAYABLE               409
 //	  (the first call gets its own answer)
 //	the handler panicked (the key is released)       Internal             FAILED                       500
+//	the handler returned nil, nil (released)         Internal             FAILED                       500
+//	the handler completed in a transaction that      Internal             FAILED                       500
+//	  did not commit, and returned no error
+//	  (released: a retry runs again)
+//	the handler completed in its transaction but     Internal             FAILED                       500
+//	  returned another answer (the completed one
+//	  stands: a retry receives it)
 //	configuration error (a missing table …)          Internal             FAILED                       500
 //	the call's own context ended while it waited     Canceled or DeadlineExceeded                      —
 //
@@ -101,7 +124,10 @@
 // cancellation, so a client that gives up does not abort the work its
 // retry will look for; it ends when the lease is lost (cause
 // idem.ErrLeaseLost) or the Store closes. The response header and trailer
-// the handler sets still reach its own call while that call lasts.
+// the handler sets reach its own call while that call lasts, those that
+// WithReplayMetadata names through the stored answer (see What is
+// stored). With WithReplayMetadata, grpc.SendHeader does not send the
+// header at once: it goes out with the answer, once the answer is stored.
 //
 // A handler that panics is recovered by the Store, which releases the key
 // in every tier; the call, and every call that shared its execution,
@@ -120,6 +146,16 @@
 // transaction, passing Result's encoding of the response it will return to
 // the SQL layer's CompleteReservation. What committed then decides every
 // retry, even when the server dies before its Store could complete the key.
+//
+// What committed decides the handler's own call too. A handler that,
+// after its completion committed, returns another message (one whose
+// encoding differs from what it completed), an error, or nil, or that
+// panics, gets Internal (reason FAILED) for its call: no call is ever
+// given an answer no retry can get. The completed answer stands, and a
+// retry receives it. Metadata the handler sets after Result is not part
+// of its answer. A transaction that did not commit leaves nothing: the key
+// is released, the call gets the handler's error (Internal when it
+// returned none), and a retry runs the handler again.
 //
 // # Streams
 //

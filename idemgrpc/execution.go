@@ -10,22 +10,22 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/tiered"
 )
 
 // execution is one keyed call's work, handed to the Store. Only the call
-// whose work the Store runs fills resp, err and ran; it reads them only
-// when Do returned that work's outcome, which the Store hands over after
-// the work has returned.
+// whose work the Store runs fills led and val; it reads them only when Do
+// returned that work's outcome, which the Store hands over after the work
+// has returned (or panicked).
 type execution struct {
 	i       *interceptor
 	req     any
 	method  string
 	handler grpc.UnaryHandler
 
-	resp any   // the handler's response
-	err  error // the handler's error, when the policy kept it
-	ran  bool  // the handler returned and its answer was encoded
+	led bool   // the Store ran this call's work
+	val []byte // the encoding of the answer the handler returned; nil when none is kept
 }
 
 // handlerFailed is the work's error for a handler error the policy did not
@@ -40,6 +40,7 @@ func (e *handlerFailed) Unwrap() error { return e.err }
 // (the caller's values, not its cancellation), then its answer encoded for
 // keeping.
 func (x *execution) run(ctx context.Context) ([]byte, error) {
+	x.led = true
 	var rec *recorder
 	if x.i.c.replayMD != nil {
 		rec = &recorder{inner: grpc.ServerTransportStreamFromContext(ctx), allow: x.i.c.replayMD, method: x.method}
@@ -47,6 +48,13 @@ func (x *execution) run(ctx context.Context) ([]byte, error) {
 	}
 	if x.i.c.onPanic != nil {
 		defer x.tellPanic(ctx)
+	}
+	if res, ok := idem.ReservationFrom(ctx); ok {
+		// A handler that takes its reservation answers only through a
+		// completion in its transaction: one that returns without a
+		// completion that committed has committed nothing (Internal, the
+		// key released, the retry runs).
+		res.RequireCompletion()
 	}
 	resp, err := x.handler(ctx, x.req)
 	a := answer{}
@@ -63,7 +71,7 @@ func (x *execution) run(ctx context.Context) ([]byte, error) {
 		if encErr != nil {
 			return nil, fmt.Errorf("idemgrpc: keeping the handler's status: %w", encErr)
 		}
-		x.err, x.ran = err, true
+		x.val = v
 		return v, nil
 	}
 	m, ok := resp.(proto.Message)
@@ -77,7 +85,7 @@ func (x *execution) run(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idemgrpc: keeping the handler's response: %w", err)
 	}
-	x.resp, x.ran = resp, true
+	x.val = v
 	return v, nil
 }
 

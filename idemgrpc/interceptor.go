@@ -100,33 +100,41 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	return i.answer(ctx, x, res, err)
 }
 
-// answer turns what Do returned into the call's answer.
+// answer turns what Do returned into the call's answer. An answer that
+// carries a handler's result — the first call's as every replay's — is the
+// one the Store kept, decoded by send: never the handler's live return
+// value, never metadata the stored answer does not hold.
 func (i *interceptor) answer(ctx context.Context, x *execution, res tiered.Result, err error) (any, error) {
 	if ctx.Err() != nil && err != nil && errors.Is(err, context.Cause(ctx)) {
 		return nil, contextStatus(ctx) // the work goes on for the others
 	}
-	var hf *handlerFailed
 	switch {
-	case !res.Replayed && (err == nil || errors.Is(err, tiered.ErrNotReplayable)) && x.ran:
-		// This call's handler ran and the Store kept its answer (or
-		// recorded that it could not): the handler's own answer.
-		return x.resp, x.err
-	case errors.As(err, &hf):
-		// The handler failed and the policy did not keep the failure: the
-		// key is released, and every call of this execution gets it.
-		i.markReplay(ctx, res.Replayed)
-		return nil, hf.err
+	case err == nil && x.led && !res.Replayed:
+		// This call's handler ran and the Store kept an answer: the one
+		// the handler returned, or the one it completed in its own
+		// transaction, which stands whatever the handler returned next.
+		if !sameAnswer(x.val, res.Value) {
+			return nil, i.err(probDiffers, "")
+		}
+		return i.send(ctx, res.Value, false)
 	case res.Value != nil && (err == nil || errors.Is(err, tiered.ErrNotReplayable)):
 		// A stored answer, or the answer of the execution this call
-		// shared (whose value reaches its callers even when too large to
+		// shared or led (which reaches its callers even when too large to
 		// store).
-		return i.replay(ctx, res.Value)
+		return i.send(ctx, res.Value, res.Replayed)
 	}
-	return nil, i.err(storeProblem(err), "")
+	p, handlerErr := failure(err)
+	if handlerErr != nil {
+		i.markReplay(ctx, res.Replayed)
+		return nil, handlerErr
+	}
+	return nil, i.err(p, "")
 }
 
-// replay answers with a stored answer.
-func (i *interceptor) replay(ctx context.Context, v []byte) (any, error) {
+// send answers with the stored answer v: its response message or kept
+// status, and its metadata. replayed says whether the call did not run the
+// handler (see markReplay).
+func (i *interceptor) send(ctx context.Context, v []byte, replayed bool) (any, error) {
 	a, err := decodeAnswer(v)
 	if err != nil {
 		return nil, i.err(probFailed, "")
@@ -145,7 +153,7 @@ func (i *interceptor) replay(ctx context.Context, v []byte) (any, error) {
 	if len(a.trailer) > 0 {
 		_ = grpc.SetTrailer(ctx, a.trailer)
 	}
-	i.markReplay(ctx, true)
+	i.markReplay(ctx, replayed)
 	if a.status != nil {
 		return nil, status.ErrorProto(a.status)
 	}

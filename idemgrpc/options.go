@@ -191,7 +191,10 @@ func WithReplayHeader(on bool) Option {
 
 // WithReplayMetadata names the header and trailer metadata keys that the
 // handler sets (grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer) and that
-// are stored with its answer and replayed with it. Default: none — a replay
+// are stored with its answer and replayed with it. The handler's own call
+// gets them from the stored answer too, as every replay: what the handler
+// sets of them after its answer was stored reaches no call, and a header it
+// sends goes out with the answer. Default: none — a replay
 // carries the response or the kept status, and no metadata of the
 // handler's but ReplayedHeader. Names are case-insensitive; binary keys
 // ("-bin") are allowed. Calls add up. An invalid metadata key, a name

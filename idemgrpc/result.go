@@ -11,9 +11,11 @@ import (
 // Result returns resp as the interceptor stores it, for a handler that
 // completes its key inside its own database transaction: the handler builds
 // its response, passes Result's bytes to the SQL layer's completion in the
-// same transaction as its business rows, commits, and returns resp. Every
-// retry then replays resp (with the replayed metadata the handler set so
-// far), even when the server dies or the answer is lost after the commit:
+// same transaction as its business rows, commits, and returns resp. Its
+// call and every retry then get resp, with the metadata named by
+// WithReplayMetadata that the handler set before Result (what it sets
+// after is not part of the answer), even when the server dies or the
+// answer is lost after the commit:
 //
 //	res, _ := idem.ReservationFrom(ctx)
 //	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -29,7 +31,12 @@ import (
 //	}
 //	return resp, nil
 //
-// resp must be the message the handler returns. ctx is the handler's.
+// resp must be the message the handler returns, unchanged: the interceptor
+// checks it. A handler that, its completion committed, returns a message
+// whose encoding differs from resp, or an error, or nil, or that panics,
+// gets Internal (reason ReasonFailed) for its call, and the committed resp
+// stands for every retry. ctx is the handler's. A nil resp, or a typed nil,
+// is an error.
 func Result(ctx context.Context, resp proto.Message) ([]byte, error) {
 	if resp == nil || !validMessage(resp) {
 		return nil, fmt.Errorf("%w: Result(%T)", errNotProto, resp)

@@ -57,7 +57,11 @@ var (
 	probUnavailable   = problem{code: codes.Unavailable, reason: ReasonUnavailable, msg: "the idempotency store is unavailable; the call was not processed; retry later", retry: true}
 	probPending       = problem{code: codes.Unavailable, reason: ReasonPending, msg: "the call was processed, but its answer could not be stored yet; retry later to receive it", retry: true}
 	probNotReplayable = problem{code: codes.FailedPrecondition, reason: ReasonNotReplayable, msg: "the call with this idempotency key was processed, but its answer was too large to be stored"}
+	probClosed        = problem{code: codes.Unavailable, reason: ReasonUnavailable, msg: "the idempotency store is closing (the server is shutting down); retry later", retry: true}
 	probPanic         = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call failed: its handler panicked"}
+	probNoResponse    = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call failed: its handler returned no response message and no error"}
+	probNotCommitted  = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call failed: its handler completed its idempotency key in a transaction that did not commit; nothing is stored, and a retry runs the call again"}
+	probDiffers       = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call ran, but its handler did not return the answer it completed in its transaction (it returned another, or an error, or panicked); the completed answer is stored, and a retry receives it"}
 	probFailed        = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call could not be completed"}
 )
 
@@ -83,31 +87,84 @@ func (i *interceptor) err(p problem, detail string) error {
 	return st.Err()
 }
 
-// storeProblem classifies an error of Store.Do that is not the handler's
-// own.
-func storeProblem(err error) problem {
-	var pe *tiered.PanicError
-	switch {
-	case errors.As(err, &pe):
-		return probPanic
-	case errors.Is(err, idem.ErrMismatch):
-		return probMismatch
-	case errors.Is(err, idem.ErrInFlight):
-		return probInFlight
-	case errors.Is(err, idem.ErrLeaseLost):
-		return probLeaseLost
-	case errors.Is(err, idem.ErrConfig):
-		// A setup mistake on the server: no retry helps, and its details
-		// are the operator's, not the client's.
-		return probFailed
-	case errors.Is(err, tiered.ErrPending):
-		return probPending
-	case errors.Is(err, tiered.ErrNotReplayable):
-		return probNotReplayable
-	case errors.Is(err, idem.ErrUnavailable), errors.Is(err, idem.ErrClosed):
-		return probUnavailable
+// failure is the one decision of what a call answers when Store.Do
+// returned an error and no answer to send (its own context's end aside):
+// the interceptor's problem p, or, when handlerErr is not nil, the
+// handler's error as it returned it. Every error the Store and its layers
+// name has its row, in the order checked (an error may wrap several):
+//
+//   - *tiered.PanicError: the handler panicked, the key is released:
+//     Internal, FAILED.
+//   - idem.ErrConfig: a setup mistake on the server (a missing table, a
+//     completion in a transaction of a layer that does not hold the
+//     reservation); no retry helps, and its details are the operator's:
+//     Internal, FAILED.
+//   - idem.ErrLeaseLost: the handler ran (or began), but another owner took
+//     the key over, and its answer stands; a retry receives it: Aborted,
+//     LEASE_LOST, RetryInfo. It comes before the handler's error: a
+//     handler cut off by the loss of its lease fails for that reason.
+//   - a handler error the keep policy did not keep: the key is released;
+//     the handler's error, as it returned it (with tiered.ErrNotCommitted
+//     too: its transaction rolled back, as it said).
+//   - tiered.ErrNotCommitted: the handler completed its key in a
+//     transaction that did not commit, and returned no error; nothing is
+//     stored, the key is released, a retry runs again: Internal, FAILED.
+//   - the handler returned no message (nil, nil): the key is released:
+//     Internal, FAILED.
+//   - idem.ErrMismatch: FailedPrecondition, IDEMPOTENCY_KEY_REUSED.
+//   - idem.ErrInFlight: the owner was still at work past the Store's wait:
+//     Aborted, REQUEST_IN_FLIGHT, RetryInfo.
+//   - tiered.ErrPending (which wraps idem.ErrUnavailable): the handler ran,
+//     its answer is not stored yet: Unavailable, RESULT_PENDING, RetryInfo.
+//   - tiered.ErrNotReplayable: the answer was too large to keep: a retry
+//     gets FailedPrecondition, NOT_REPLAYABLE (the first call, and the calls
+//     that shared its execution, get the answer itself).
+//   - idem.ErrClosed (a Wait ended by a closing layer also wraps
+//     idem.ErrUnavailable): the server is shutting down: Unavailable,
+//     STORE_UNAVAILABLE, RetryInfo.
+//   - idem.ErrUnavailable: the stores could not decide, the handler did
+//     not run: Unavailable, STORE_UNAVAILABLE, RetryInfo.
+//   - anything else (an answer that cannot be encoded, a stored answer that
+//     cannot be read): Internal, FAILED.
+func failure(err error) (p problem, handlerErr error) {
+	var (
+		pe *tiered.PanicError
+		hf *handlerFailed
+	)
+	// The kind of answer is the Store's one decision (tiered.Judge), the
+	// HTTP middleware's too; within it, gRPC says more.
+	switch tiered.Judge(err) {
+	case tiered.VerdictFailed:
+		switch {
+		case errors.As(err, &pe):
+			return probPanic, nil
+		case errors.Is(err, idem.ErrConfig):
+			return probFailed, nil
+		case errors.As(err, &hf):
+			return problem{}, hf.err
+		case errors.Is(err, tiered.ErrNotCommitted):
+			return probNotCommitted, nil
+		case errors.Is(err, errNotProto):
+			return probNoResponse, nil
+		}
+	case tiered.VerdictInFlight:
+		if errors.Is(err, idem.ErrLeaseLost) {
+			return probLeaseLost, nil
+		}
+		return probInFlight, nil
+	case tiered.VerdictMismatch:
+		return probMismatch, nil
+	case tiered.VerdictPending:
+		return probPending, nil
+	case tiered.VerdictNotReplayable:
+		return probNotReplayable, nil
+	case tiered.VerdictUnavailable:
+		if errors.Is(err, idem.ErrClosed) {
+			return probClosed, nil
+		}
+		return probUnavailable, nil
 	}
-	return probFailed
+	return probFailed, nil
 }
 
 // fingerprintProblem classifies an error of Fingerprint, and whether its

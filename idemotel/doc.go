@@ -4,15 +4,22 @@
 //	obs, err := idemotel.New() // the global TracerProvider and MeterProvider
 //	store, err := tiered.New(tiered.WithSQL(sqlLayer), tiered.WithObserver(obs))
 //
+// Beside other observers (idemprom's Collector, say), give the Store their
+// fan-out, idem.Observers(collector, obs): it is an idem.Tracer when any
+// part is, so the spans and every part's call metrics stay.
+//
 // Spans. Each call of Store.Do (and Once, and each request the middleware
 // guards) is a span named "idem.call", a child of the caller's span — the
 // server span of otelhttp, otelgin or otelecho when the request came through
 // them — and the parent of the work's own spans. Its attributes say how the
-// call ended: idem.outcome (executed, replayed, waited, mismatch, in_flight,
+// call ended: idem.outcome (executed, replayed, mismatch, in_flight,
 // unavailable, pending, lease_lost, failed, …) and idem.tier (the tier that
-// answered: local, redis, sql). The call's events are span events: claimed,
-// renewed, takeover, grace, completed, released, lease_lost, tier_error and
-// the tiers' fallbacks. A key appears only as idem.key, a prefix of its
+// answered: local, redis, sql). A call that waited for an execution in
+// flight, in this process or on another instance, and got its result is
+// replayed, with idem.waited set to true. The call's events are span
+// events named "idem." and the event's name, the names of idem.events:
+// executed, replayed, waited, claimed, renewed, takeover, grace,
+// completed, released, lease_lost, tier_error and the tiers' fallbacks. A key appears only as idem.key, a prefix of its
 // digest (Key.String): never its scope or client key.
 //
 // Metrics (instrument names follow the OTel semantic conventions' style):

@@ -165,6 +165,9 @@ func (o *Observer) StartCall(ctx context.Context, key idem.Key) (context.Context
 		}
 		if span.IsRecording() {
 			span.SetAttributes(o.opts.outcome[oc], o.opts.tier[t])
+			if e.Waited {
+				span.SetAttributes(waited)
+			}
 			if failed(e.Outcome) && e.Err != nil {
 				span.RecordError(e.Err)
 				span.SetStatus(codes.Error, e.Outcome.String())
@@ -175,6 +178,10 @@ func (o *Observer) StartCall(ctx context.Context, key idem.Key) (context.Context
 		o.callDuration.Record(ctx, e.Duration.Seconds(), o.opts.callDur[oc])
 	}
 }
+
+// waited marks the span of a call that waited for an owner in flight
+// before its answer (a replay, as its idem.outcome says).
+var waited = attribute.Bool("idem.waited", true)
 
 // failed reports whether an outcome is an error of the Store rather than an
 // answer to the client (a mismatch or an in-flight answer is the Store

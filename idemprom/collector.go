@@ -122,7 +122,7 @@ func New(opts ...Option) (*Collector, error) {
 	c := &Collector{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "calls_total",
-			Help: "Store calls by outcome (executed, replayed, waited, mismatch, in_flight, unavailable, pending, lease_lost, failed, not_replayable, config_error, canceled, closed, invalid) and the tier that answered; every caller counts, those that joined another's execution included.",
+			Help: "Store calls by outcome (executed, replayed, mismatch, in_flight, unavailable, pending, lease_lost, failed, not_replayable, config_error, canceled, closed, invalid) and the tier that answered; every caller counts, and a caller that waited for an execution in flight and got its result is replayed.",
 		}, []string{"outcome", "tier"}),
 		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "call_duration_seconds",
@@ -130,7 +130,7 @@ func New(opts ...Option) (*Collector, error) {
 		}, []string{"outcome"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "events_total",
-			Help: "idem events by kind and tier (new, replay, waited, in_flight, mismatch, lease_lost, takeover, tier_error, fallback_on, fallback_off, released, claimed, renewed, completed, grace, swept); tier latencies are in tier_duration_seconds.",
+			Help: "idem events by kind and tier (executed, replayed, waited, in_flight, mismatch, lease_lost, takeover, tier_error, fallback_on, fallback_off, released, claimed, renewed, completed, grace, swept); tier latencies are in tier_duration_seconds.",
 		}, []string{"event", "tier"}),
 		tierTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "tier_duration_seconds",
@@ -142,7 +142,7 @@ func New(opts ...Option) (*Collector, error) {
 		}, []string{"tier"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "wait_duration_seconds",
-			Help: "How long duplicates waited for an in-flight owner.", Buckets: b,
+			Help: "How long duplicates waited for an owner in flight, in this process (tier local) or on another instance, before their replay.", Buckets: b,
 		}, []string{"tier"}),
 		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ns, Name: "fallback",

@@ -51,18 +51,18 @@ func TestCollectorCountsStoreCallsAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP idem_calls_total Store calls by outcome (executed, replayed, waited, mismatch, in_flight, unavailable, pending, lease_lost, failed, not_replayable, config_error, canceled, closed, invalid) and the tier that answered; every caller counts, those that joined another's execution included.
+# HELP idem_calls_total Store calls by outcome (executed, replayed, mismatch, in_flight, unavailable, pending, lease_lost, failed, not_replayable, config_error, canceled, closed, invalid) and the tier that answered; every caller counts, and a caller that waited for an execution in flight and got its result is replayed.
 # TYPE idem_calls_total counter
 idem_calls_total{outcome="executed",tier="sql"} 1
 idem_calls_total{outcome="mismatch",tier="local"} 1
 idem_calls_total{outcome="replayed",tier="local"} 2
-# HELP idem_events_total idem events by kind and tier (new, replay, waited, in_flight, mismatch, lease_lost, takeover, tier_error, fallback_on, fallback_off, released, claimed, renewed, completed, grace, swept); tier latencies are in tier_duration_seconds.
+# HELP idem_events_total idem events by kind and tier (executed, replayed, waited, in_flight, mismatch, lease_lost, takeover, tier_error, fallback_on, fallback_off, released, claimed, renewed, completed, grace, swept); tier latencies are in tier_duration_seconds.
 # TYPE idem_events_total counter
 idem_events_total{event="claimed",tier="sql"} 1
 idem_events_total{event="completed",tier="sql"} 1
 idem_events_total{event="mismatch",tier="local"} 1
-idem_events_total{event="new",tier="sql"} 1
-idem_events_total{event="replay",tier="local"} 2
+idem_events_total{event="executed",tier="sql"} 1
+idem_events_total{event="replayed",tier="local"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "idem_calls_total", "idem_events_total"); err != nil {
 		t.Fatal(err)

@@ -31,7 +31,8 @@
 //	malformed key (see ParseKeyHeader)            400 ProblemKeyMalformed
 //	body over WithBodyLimit (default 1 MiB)       413 ProblemBodyTooLarge, before any claim
 //	body the fingerprint rejects (broken JSON)    400 ProblemBodyInvalid, nothing stored
-//	first request with this key                   the handler runs; its response is live
+//	first request with this key                   the handler runs; its response is held
+//	                                              until stored, then sent from the record
 //	same key and fingerprint, completed           the stored status, headers and body
 //	same key and fingerprint, in flight           waits (the Store's Wait, default 10 s),
 //	                                              then the owner's response; else
@@ -59,15 +60,45 @@
 // # Execution
 //
 // The handler runs inside the Store's execution, so that its singleflight,
-// leases and renewal apply, but it writes to the real ResponseWriter of the
-// request that leads: Flush, Hijack and [http.ResponseController] work, and
-// the leader's client sees the response as it is written. The handler's
-// request carries the Store's work context: it keeps the request's values
-// but not its cancellation (the work outlives a client that gave up, so
-// that its retry finds the result) and ends when the lease is lost (cause
-// [idem.ErrLeaseLost]) or the Store closes. Its body is the bytes the
-// middleware read. Requests that share the execution, in this process or
-// another, get the leader's response replayed.
+// leases and renewal apply. It writes to a writer that holds the response
+// until the Store has decided: the status, the allow-listed headers as they
+// are when the status is written, and the body. Once the deciding tier has
+// stored it (or the handler's transaction committed it), the leader's
+// client is answered from that record, through the same code as every
+// replay: every copy gets the same answer, byte for byte. A header changed
+// after the status was written (through a header map taken before
+// WriteHeader, or after a completion froze the response) and a header
+// outside the allow-list (Set-Cookie, a custom header) reach no caller; set
+// those before the middleware, or allow-list them with WithReplayHeaders
+// (Set-Cookie and the other never-stored headers cannot be). The leader's
+// headers therefore arrive when the handler has returned and the result is
+// stored, not while it runs. A response that cannot be held — flushed,
+// hijacked, past the response limit — goes to the leader live (Flush,
+// Hijack and [http.ResponseController] work) and is stored as a tombstone.
+//
+// The handler's request carries the Store's work context: it keeps the
+// request's values but not its cancellation (the work outlives a client
+// that gave up, so that its retry finds the result) and ends when the lease
+// is lost (cause [idem.ErrLeaseLost]) or the Store closes. Its body is the
+// bytes the middleware read.
+//
+// # How a handler can end
+//
+// Package idemtest publishes the table of every way a handler can end
+// (idemtest.Endings), with what the first caller gets, what is stored and
+// what a retry gets; the kit checks each row on any stack. In short: a
+// response the keep policy keeps is stored and replayed; a handler that
+// returns without writing anything has decided nothing — the key is
+// released, the client gets a 500 ProblemFailed and the retry runs again
+// (WriteHeader(http.StatusOK) answers an empty 200 on purpose); a failure
+// status, a panic or runtime.Goexit release the key. A handler that takes
+// its reservation ([idem.ReservationFrom]) answers only through a
+// completion in its transaction (sqllayer's CompleteReservation): if it
+// returns without a completion that committed — its transaction failed
+// before completing, rolled back, its COMMIT failed, or it never completed
+// — it has committed nothing, whatever it wrote: the key is released, the
+// client gets a 500 ProblemFailed, and the retry runs. Write the response,
+// complete, commit; on any error, return.
 //
 // # What is stored
 //

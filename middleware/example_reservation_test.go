@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log"
 	"net/http"
@@ -37,7 +38,7 @@ func ExampleNew_reservation() {
 	if err := sqlLayer.Init(ctx); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := db.ExecContext(ctx, "CREATE TABLE charges (id TEXT PRIMARY KEY, amount INTEGER)"); err != nil {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE charges (id TEXT PRIMARY KEY, amount INTEGER CHECK (amount > 0))"); err != nil {
 		log.Fatal(err)
 	}
 	store, err := tiered.New(tiered.WithSQL(sqlLayer))
@@ -53,11 +54,16 @@ func ExampleNew_reservation() {
 	r := chi.NewRouter()
 	r.Use(mw)
 	r.Post("/charges", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Amount int }
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest) // before taking the reservation: kept
+			return
+		}
 		res, _ := idem.ReservationFrom(r.Context()) // behind the middleware there is one
 		err := db.RunInTx(r.Context(), nil, func(ctx context.Context, tx bun.Tx) error {
 			id := "ch_" + res.Key().Hex()[:8]
-			if _, err := tx.ExecContext(ctx, "INSERT INTO charges (id, amount) VALUES (?, ?)", id, 4200); err != nil {
-				return err
+			if _, err := tx.ExecContext(ctx, "INSERT INTO charges (id, amount) VALUES (?, ?)", id, req.Amount); err != nil {
+				return err // a constraint, a deadlock, a dropped connection: nothing written yet
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusCreated)
@@ -71,6 +77,11 @@ func ExampleNew_reservation() {
 
 	post(r, "/charges", "pay-7", `{"amount":4200}`)
 	post(r, "/charges", "pay-7", `{"amount":4200}`) // the retry after a lost response
+	// The INSERT fails (the CHECK): the handler logs it and returns without
+	// writing. Nothing committed, nothing stored: a 500 problem, and the
+	// retry runs the handler again.
+	post(r, "/charges", "pay-8", `{"amount":-1}`)
+	post(r, "/charges", "pay-8", `{"amount":-1}`)
 	var n int
 	if err := db.NewRaw("SELECT count(*) FROM charges").Scan(ctx, &n); err != nil {
 		log.Fatal(err)
@@ -79,5 +90,7 @@ func ExampleNew_reservation() {
 	// Output:
 	// 201  {"id":"ch_7b0367bf"}
 	// 201  {"id":"ch_7b0367bf"}
+	// 500  {"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemFailed","title":"Request failed","status":500,"detail":"The request could not be completed."}
+	// 500  {"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemFailed","title":"Request failed","status":500,"detail":"The request could not be completed."}
 	// charges: 1
 }

@@ -68,7 +68,7 @@ func TestRedisLosesLeaseWhileWorkRuns(t *testing.T) {
 					t.Fatalf("next duplicate: %+v, %v; want a Redis replay", r, err)
 				}
 				t.Logf("%s: the duplicate's Redis claim was overruled by SQL; 1 run; result back-filled (replay event tiers: dup node %d sql)",
-					b.name, dupNode.events.count("replay/sql"))
+					b.name, dupNode.events.count("replayed/sql"))
 			})
 		})
 	}

@@ -24,7 +24,7 @@ func (r *recorder) Observe(_ context.Context, e idem.Event) {
 	r.mu.Unlock()
 }
 
-// count returns how many events named name ("fallback_on", "replay/sql")
+// count returns how many events named name ("fallback_on", "replayed/sql")
 // were seen.
 func (r *recorder) count(name string) int {
 	r.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
@@ -22,10 +24,13 @@ const MaxEventBatch = 500
 // first); the caller skips those and processes the rest in tx. The rows of
 // the others commit or roll back with tx.
 //
-// It runs one multi-row INSERT per MaxEventBatch IDs that tolerates only
-// the duplicate key (ON CONFLICT DO NOTHING on Postgres and SQLite; on
-// MySQL a plain INSERT, and only when it reports a duplicate, a read of
-// which IDs exist). On Postgres that one statement also reads whether the
+// It takes the IDs in sorted order (byte order), whatever order eventIDs
+// has, so that concurrent batches that share IDs lock their rows in one
+// order and wait for each other instead of deadlocking. It runs one
+// multi-row INSERT per MaxEventBatch IDs that tolerates only the duplicate
+// key (ON CONFLICT DO NOTHING on Postgres and SQLite; on MySQL a plain
+// INSERT, and only when it reports a duplicate, a read of which IDs
+// exist). On Postgres that one statement also reads whether the
 // rows of the duplicates have expired; elsewhere duplicates cost one more
 // read to ask it. An expired row is deleted and inserted again, as
 // MarkProcessed does. It never aborts tx on a duplicate and retries
@@ -63,6 +68,11 @@ func (l *Layer) MarkProcessedBatch(ctx context.Context, tx bun.Tx, consumer stri
 		first[id] = true
 		ids = append(ids, i)
 	}
+	// In one global order: the INSERTs lock the new rows in the order they
+	// are given, and two transactions that take shared IDs in different
+	// orders wait for each other (a deadlock, ErrConflict). Sorted, every
+	// batch takes them in the same order, chunk after chunk.
+	slices.SortFunc(ids, func(x, y int) int { return strings.Compare(eventIDs[x], eventIDs[y]) })
 	for len(ids) > 0 {
 		n := min(len(ids), MaxEventBatch)
 		chunk := make([]string, n)

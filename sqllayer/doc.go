@@ -29,7 +29,9 @@
 // Every lease and expiry is decided in SQL by the database's clock, never the
 // application's: Postgres compares timestamptz columns with clock_timestamp()
 // (the janitor with now(), the start of its one-statement transaction);
-// MySQL stores DATETIME(6) in UTC and compares with UTC_TIMESTAMP(6); SQLite
+// MySQL stores DATETIME(6) in UTC and compares with UTC_TIMESTAMP(6), and
+// reads those columns as UTC wall-clock times whatever the DSN says
+// (parseTime or not, any loc); SQLite
 // stores INTEGER microseconds since the Unix epoch and compares with its own
 // unixepoch('subsec') (millisecond resolution). Durations travel as
 // microseconds. Instances whose clocks disagree therefore agree on every

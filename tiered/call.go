@@ -88,7 +88,9 @@ func (c *call) deadline() time.Time { return c.start.Add(c.s.cfg.wait) }
 func (c *call) now() time.Time { return c.start.Add(time.Since(c.start)) }
 
 // lead runs the execution and hands its outcome to everyone waiting. It
-// never panics: fn's panic is recovered in runFn.
+// never panics: fn's panic is recovered in runFn. When fn calls
+// runtime.Goexit, work sets the outcome (ErrGoexit) as this goroutine
+// unwinds, the deferred leave hands it on, and the goroutine still exits.
 func (c *call) lead(part *flights) {
 	c.ctx = detach(c.ctx)
 	if c.s.obs != nil {
@@ -96,8 +98,8 @@ func (c *call) lead(part *flights) {
 		// Store's observer through the context of each call.
 		c.ctx = idem.ContextWithObserver(c.ctx, c.s.obs)
 	}
+	defer part.leave(c)
 	c.out = c.execute()
-	part.leave(c)
 }
 
 // execute decides who runs fn for the key and runs it if this process won.

@@ -2,6 +2,7 @@ package tiered
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -9,13 +10,18 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Report is what Check found, for a readiness probe.
+// Report is what Check found, for a readiness probe. It encodes as JSON
+// that an endpoint can print as it is:
+//
+//	{"ready":true,"tiers":[
+//	  {"tier":"redis","deciding":false,"error":"idem: store unavailable: redis: …","fallback":true,"latency":"2ms"},
+//	  {"tier":"sql","deciding":true,"fallback":false,"latency":"1.5ms"}]}
 type Report struct {
 	// Ready is true when the Store can decide: its deciding tier (SQL, or
 	// Redis in Redis-only mode) answered.
-	Ready bool
+	Ready bool `json:"ready"`
 	// Tiers has one entry per tier the Store was given, Redis first.
-	Tiers []TierReport
+	Tiers []TierReport `json:"tiers"`
 }
 
 // TierReport is one tier's state.
@@ -33,6 +39,24 @@ type TierReport struct {
 	Fallback bool
 	// Latency is how long the check took.
 	Latency time.Duration
+}
+
+// MarshalJSON encodes the tier's report with the tier by name, the error
+// as its message ("error", left out when the tier answered) and the
+// latency as a duration ("1.5ms"), as a readiness endpoint prints it.
+func (t TierReport) MarshalJSON() ([]byte, error) {
+	type tierJSON struct {
+		Tier     idem.Tier `json:"tier"`
+		Deciding bool      `json:"deciding"`
+		Err      string    `json:"error,omitempty"`
+		Fallback bool      `json:"fallback"`
+		Latency  string    `json:"latency"`
+	}
+	out := tierJSON{Tier: t.Tier, Deciding: t.Deciding, Fallback: t.Fallback, Latency: t.Latency.String()}
+	if t.Err != nil {
+		out.Err = t.Err.Error()
+	}
+	return json.Marshal(out)
 }
 
 // Check asks every tier whether it can serve — one cheap round trip each,

@@ -1,7 +1,9 @@
 package tiered_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -60,5 +62,35 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A report reads as a readiness endpoint prints it: tiers by name, errors
+// as their messages, latencies as durations — not "Tier":2 and "Err":{}.
+func TestReportJSON(t *testing.T) {
+	down := fmt.Errorf("%w: redis: dial tcp 127.0.0.1:6379: connection refused", idem.ErrUnavailable)
+	r := tiered.Report{Ready: true, Tiers: []tiered.TierReport{
+		{Tier: idem.TierRedis, Err: down, Fallback: true, Latency: 2 * time.Millisecond},
+		{Tier: idem.TierSQL, Deciding: true, Latency: 1500 * time.Microsecond},
+	}}
+	got, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"ready":true,"tiers":[` +
+		`{"tier":"redis","deciding":false,"error":"idem: store unavailable: redis: dial tcp 127.0.0.1:6379: connection refused","fallback":true,"latency":"2ms"},` +
+		`{"tier":"sql","deciding":true,"fallback":false,"latency":"1.5ms"}]}`
+	if string(got) != want {
+		t.Fatalf("report as JSON:\n%s\nwant\n%s", got, want)
+	}
+	for tier := idem.TierNone; tier <= idem.TierSQL; tier++ {
+		var back idem.Tier
+		text, err := tier.MarshalText()
+		if err != nil || back.UnmarshalText(text) != nil || back != tier {
+			t.Errorf("tier %v: %q, %v; read back %v", tier, text, err, back)
+		}
+	}
+	if _, err := idem.Tier(9).MarshalText(); err == nil {
+		t.Error("MarshalText of a value that is no tier: no error")
 	}
 }

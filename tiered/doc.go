@@ -63,4 +63,15 @@
 // it on a goroutine no one can recover), the key is released in every tier,
 // and every caller sharing that execution gets a *[PanicError] holding the
 // value and the stack. The process never dies of it; the caller decides.
+// The one exception is a panic after fn's own transaction committed its
+// reservation (sqllayer's CompleteReservation): the work ran and its result
+// is stored, so every caller gets that result with no error, and retries
+// replay it.
+//
+// A call of runtime.Goexit in fn (t.FailNow in a test) ends the execution
+// the same way, with [ErrGoexit] in place of the PanicError: renewal stops,
+// the key is released (or what fn's transaction committed is kept), and
+// every caller waiting for it hears. The goroutine that ran fn still exits;
+// when that is the caller's own (a ctx that cannot be cancelled), its Do
+// does not return.
 package tiered

@@ -53,8 +53,23 @@ var tooLargeMarker = []byte("\x00idem/tombstone/v1\x00\x9f\x1c\xd2\x47\x8a\x03\x
 // isTooLargeMarker reports whether a stored value is tooLargeMarker.
 func isTooLargeMarker(v []byte) bool { return string(v) == string(tooLargeMarker) }
 
+// ErrGoexit is what every caller sharing an execution gets when fn called
+// runtime.Goexit rather than return (t.FailNow in a function under test, or
+// a library that calls it). The execution ends as for an error of fn's:
+// renewal stops and the key is released in every tier, so a retry runs fn
+// again. The goroutine that ran fn still exits: a caller of Do whose ctx
+// cannot be cancelled runs fn on its own goroutine, so its Do never
+// returns; every other caller gets ErrGoexit. When fn completed its
+// reservation in a transaction that committed before it called Goexit, as
+// when it panics after that, the committed result stands and every caller
+// gets it, with no error.
+var ErrGoexit = errors.New("tiered: fn called runtime.Goexit")
+
 // PanicError is what every caller sharing an execution gets when fn panicked.
-// The key was released, so a retry runs fn again.
+// The key was released, so a retry runs fn again. When fn had completed its
+// reservation in a transaction that committed before it panicked, there is
+// no PanicError: the committed result stands, and every caller gets it with
+// no error (the work ran once and its result is stored).
 type PanicError struct {
 	// Value is what fn passed to panic.
 	Value any

@@ -25,7 +25,7 @@ func TestLogObserverRedactsKeys(t *testing.T) {
 	if strings.Contains(out, "secret") {
 		t.Fatalf("log shows the scope or client key:\n%s", out)
 	}
-	if !strings.Contains(out, "idem new") || !strings.Contains(out, "idem replay") || !strings.Contains(out, "key="+k.String()) {
+	if !strings.Contains(out, "idem executed") || !strings.Contains(out, "idem replayed") || !strings.Contains(out, "key="+k.String()) {
 		t.Fatalf("log lacks the events or the redacted key:\n%s", out)
 	}
 }

@@ -180,10 +180,19 @@ type outcome struct {
 // when fn ran but lost its lease (its result was not stored);
 // ErrNotReplayable (wrapping idem.ErrTooLarge) when fn's result was too
 // large to keep, for the owner (with the value) and for every later caller;
-// *PanicError when fn panicked; idem.ErrClosed when the Store is closed, or
-// closes while the call waits or the work runs; fn's own error (with the
-// value fn returned in Result.Value). When ctx ends first, Do returns its cause at once; the
-// work goes on for the other callers.
+// *PanicError when fn panicked; ErrGoexit when fn called runtime.Goexit
+// (the key is released; a caller whose ctx cannot be cancelled ran fn on
+// its own goroutine, which exits, so its Do does not return);
+// ErrNotCommitted when fn completed its reservation in a transaction that
+// did not commit; idem.ErrClosed when the Store is closed, or closes while
+// the call waits or the work runs; fn's own error (with the value fn
+// returned in Result.Value). When ctx ends first, Do returns its cause at
+// once; the work goes on for the other callers.
+//
+// When fn completed its reservation in a transaction that committed, the
+// committed result is the answer whatever fn did next: Do returns it with
+// no error, also when fn then returned an error, panicked or called
+// runtime.Goexit.
 //
 // Do reports success only for a result the deciding tier has accepted.
 // When fn succeeded but the deciding tier cannot take the completion within
@@ -198,19 +207,28 @@ func (s *Store) Do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 	}
 	start := time.Now()
 	ctx, end := s.tracer.StartCall(ctx, key)
+	returned := false
+	defer func() {
+		if !returned {
+			// fn called runtime.Goexit on this goroutine (see do): the
+			// call ends without an answer, but its span ends too.
+			end(idem.CallEnd{Outcome: idem.OutcomeFailed, Duration: time.Since(start), Err: ErrGoexit})
+		}
+	}()
 	res, err := s.do(ctx, key, fingerprint, fn)
-	end(idem.CallEnd{Outcome: outcomeOf(ctx, res, err), Tier: res.Tier, Duration: time.Since(start), Err: err})
+	returned = true
+	end(idem.CallEnd{Outcome: outcomeOf(ctx, res, err), Tier: res.Tier, Duration: time.Since(start), Err: err, Waited: res.Waited})
 	return res, err
 }
 
-// outcomeOf names how a call that returned res and err ended.
+// outcomeOf names how a call that returned res and err ended. A call that
+// waited for an owner in flight and got its result is a replay like any
+// other: CallEnd.Waited says it waited.
 func outcomeOf(ctx context.Context, res Result, err error) idem.Outcome {
 	var pe *PanicError
 	switch {
 	case err == nil && !res.Replayed:
 		return idem.OutcomeExecuted
-	case err == nil && res.Waited:
-		return idem.OutcomeWaited
 	case err == nil:
 		return idem.OutcomeReplayed
 	case errors.Is(err, idem.ErrMismatch):
@@ -329,6 +347,9 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 	switch {
 	case o.err == nil:
 		o.result.Tier = idem.TierLocal
+		if waited {
+			s.observe(ctx, idem.EventWaited, idem.TierLocal, c.key, time.Since(start), nil)
+		}
 		s.observe(ctx, idem.EventReplay, idem.TierLocal, c.key, 0, nil)
 	case errors.Is(o.err, idem.ErrMismatch):
 		o.result.Tier = idem.TierLocal

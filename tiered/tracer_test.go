@@ -100,7 +100,9 @@ func TestTracerHearsEveryCaller(t *testing.T) {
 		total += n
 	}
 	executed := tr.outcome(idem.OutcomeExecuted)
-	replayed := tr.outcome(idem.OutcomeReplayed) + tr.outcome(idem.OutcomeWaited)
+	// The nine that joined the held execution waited for it: each is a
+	// replay all the same, never an outcome of its own.
+	replayed := tr.outcome(idem.OutcomeReplayed)
 	mismatch := tr.outcome(idem.OutcomeMismatch)
 	if total != 20 || executed != 1 || replayed != 9 || mismatch != 10 {
 		t.Fatalf("outcomes %v: want 20 calls, 1 executed, 9 replayed, 10 mismatches", tr.outcomes)
@@ -120,7 +122,7 @@ func TestLayerEventsReachTheStoresObserver(t *testing.T) {
 	st := stacktest.Real(t)
 	sql := st.SQLLayer(t)
 	k := newKey(t)
-	const lease = 200 * time.Millisecond
+	const lease = time.Second // room for a loaded shared database: the completion gets lease/8
 	if _, ok, err := sql.Reserve(t.Context(), k, "fp", lease, time.Hour); err != nil || !ok {
 		t.Fatalf("the crashed owner's claim: %v, %v", ok, err)
 	}
@@ -135,5 +137,37 @@ func TestLayerEventsReachTheStoresObserver(t *testing.T) {
 	}
 	if tr.count("claimed/sql") != 1 || tr.count("completed/sql") != 1 || tr.count("tier_call/sql") < 3 {
 		t.Fatalf("events %v: want the claim, the completion and the tier calls", tr.counts)
+	}
+}
+
+// A Store given two tracers combined with idem.Observers (Prometheus and
+// OpenTelemetry, say) traces every call on both, the work running under
+// the context of both, and the events still reach a plain observer beside
+// them.
+func TestTracersCombinedStillTrace(t *testing.T) {
+	a, b := newTracer(), newTracer()
+	plain := &recorder{counts: map[string]int{}}
+	s := newStore(t, tiered.WithSQL(newMem(t)), tiered.WithObserver(idem.Observers(plain, a, b)))
+	k := newKey(t)
+	var mark any
+	if _, err := s.Do(t.Context(), k, "fp", func(ctx context.Context) ([]byte, error) {
+		mark = ctx.Value(callMark{})
+		return []byte("paid"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do(t.Context(), k, "fp", func(context.Context) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	for name, tr := range map[string]*tracer{"first": a, "second": b} {
+		if tr.outcome(idem.OutcomeExecuted) != 1 || tr.outcome(idem.OutcomeReplayed) != 1 || tr.open != 0 {
+			t.Errorf("%s tracer: outcomes %v, %d open; want one executed, one replayed, none open", name, tr.outcomes, tr.open)
+		}
+	}
+	if mark != "traced" {
+		t.Error("the work did not run under the call's traced context")
+	}
+	if plain.count("executed") != 1 || plain.count("replayed") != 1 {
+		t.Errorf("plain observer heard %v, want one executed and one replayed", plain.counts)
 	}
 }

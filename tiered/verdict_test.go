@@ -24,6 +24,7 @@ func TestJudge(t *testing.T) {
 		{fmt.Errorf("%w: %w", ErrNotCommitted, errors.New("insert failed")), VerdictFailed},
 		{fmt.Errorf("%w: nope", idem.ErrConfig), VerdictFailed},
 		{errors.New("fn's own"), VerdictFailed},
+		{ErrGoexit, VerdictFailed},
 		{context.Canceled, VerdictFailed},
 		{idem.ErrMismatch, VerdictMismatch},
 		{idem.ErrInFlight, VerdictInFlight},

@@ -50,10 +50,31 @@ func (c *call) work(tier idem.Tier) outcome {
 		fnCtx = idem.ContextWithReservation(workCtx, res)
 	}
 	r := h.renewWhile(cancel)
+	returned := false
+	defer func() {
+		if !returned {
+			// fn called runtime.Goexit, which is neither a return nor a
+			// panic (DESIGN §9): this goroutine is unwinding and work will
+			// never return. End the execution here as if fn had failed
+			// with ErrGoexit, so that renewal stops and the claims are
+			// released (or what fn's transaction committed is kept); lead,
+			// unwinding too, hands the outcome to whoever waits.
+			c.out = c.settle(h, r, workCtx, nil, ErrGoexit, tier, now)
+		}
+	}()
 	val, err := runFn(fnCtx, c.fn)
+	returned = true
+	return c.settle(h, r, workCtx, val, err, tier, now)
+}
+
+// settle ends an execution whose fn returned val and err (or ended
+// otherwise: see work): it stops the renewal r, then completes the claims
+// with the result or releases them. workCtx is the work's context; began is
+// a reading of the clock taken as fn started.
+func (c *call) settle(h *hold, r *renewal, workCtx context.Context, val []byte, err error, tier idem.Tier, began time.Time) outcome {
 	r.stop()
 	end := c.now()
-	took := end.Sub(now)
+	took := end.Sub(began)
 	if h.reserved {
 		end := h.owner.End()
 		if end.InTx {

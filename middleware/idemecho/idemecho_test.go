@@ -47,6 +47,8 @@ func TestNativeHandlers(t *testing.T) {
 		runs.Add(1)
 		return echo.NewHTTPError(http.StatusInternalServerError, "down")
 	})
+	e.POST("/nothing", func(c echo.Context) error { runs.Add(1); return nil })
+	problem := `{"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemFailed","title":"Request failed","status":500,"detail":"The request could not be completed."}`
 	for _, c := range []struct {
 		path   string
 		status int
@@ -57,6 +59,9 @@ func TestNativeHandlers(t *testing.T) {
 		{"/no-content", http.StatusNoContent, "", 2},
 		{"/not-found", http.StatusNotFound, `{"message":"no such payment"}` + "\n", 3}, // a 4xx is kept
 		{"/fails", http.StatusInternalServerError, `{"message":"down"}` + "\n", 5},     // released: runs again
+		// A handler that answered nothing has committed nothing: a 500
+		// problem, and the retry runs again.
+		{"/nothing", http.StatusInternalServerError, problem, 7},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			outer = outer[:0]

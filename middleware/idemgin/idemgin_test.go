@@ -43,6 +43,12 @@ func TestNativeHandlers(t *testing.T) {
 	r.POST("/abort", func(c *gin.Context) {
 		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"run": runs.Add(1)})
 	})
+	r.POST("/error-only", func(c *gin.Context) {
+		runs.Add(1)
+		_ = c.Error(errors.New("charge failed")) // and writes nothing
+	})
+	r.POST("/nothing", func(c *gin.Context) { runs.Add(1) })
+	problem := `{"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemFailed","title":"Request failed","status":500,"detail":"The request could not be completed."}`
 	for _, c := range []struct {
 		path   string
 		status int
@@ -53,6 +59,10 @@ func TestNativeHandlers(t *testing.T) {
 		{"/status-only", http.StatusAccepted, "", 2},
 		{"/last-status-wins", http.StatusOK, "run 3", 3},
 		{"/abort", http.StatusInternalServerError, `{"run":4}`, 5}, // released: runs again
+		// A handler that answered nothing has committed nothing: a 500
+		// problem, not gin's empty 200, and the retry runs again.
+		{"/error-only", http.StatusInternalServerError, problem, 7},
+		{"/nothing", http.StatusInternalServerError, problem, 9},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			outer = outer[:0]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +65,7 @@ type payment struct {
 //	POST /hijack           hijacks the connection and answers on it
 //	POST /big?size=n       n bytes; &cl=1 declares Content-Length first
 //	POST /slow             waits for Release (or the context, or unreleased), then as /pay
+//	POST /end/{ending}     ends as the handler-ending row says (see end)
 func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := a.runs.Add(1)
 	path := r.URL.Path
@@ -114,6 +116,8 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusOK)
 		w.Write([]byte(strings.Repeat("x", size)))
+	case strings.HasPrefix(path, "/end/"):
+		a.end(w, r, n, strings.TrimPrefix(path, "/end/"))
 	case path == "/slow":
 		a.started <- struct{}{}
 		select {
@@ -155,4 +159,53 @@ func writeJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	io.WriteString(w, body)
+}
+
+// end ends a handler in one of the ways of the handler-ending table.
+func (a *app) end(w http.ResponseWriter, r *http.Request, n int64, how string) {
+	switch how {
+	case "nothing":
+		// Returns without writing: it logged an error and returned, say.
+		w.Header().Set("X-Internal", "secret")
+	case "empty":
+		// An empty 200, on purpose.
+		w.WriteHeader(http.StatusOK)
+	case "late-headers":
+		// Changes headers through a map taken before WriteHeader, after it.
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Location", fmt.Sprintf("/orders/%d", n))
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"order":%d}`, n)
+		h.Set("Location", "/orders/changed")
+		h.Set("Content-Type", "text/plain")
+		h.Set("ETag", `"late"`)
+	case "headers-after-write":
+		// Sets headers on w.Header() after the body began.
+		writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"order":%d}`, n))
+		w.Header().Set("Location", "/orders/changed")
+		w.Header().Set("Link", "</late>; rel=late")
+	case "write-then-panic":
+		// Writes a whole response (held), then panics.
+		writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"order":%d}`, n))
+		panic("idemtest: handler panic after writing")
+	case "goexit":
+		// Ends its goroutine: neither a return nor a panic.
+		runtime.Goexit()
+	case "write-then-goexit":
+		writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"order":%d}`, n))
+		runtime.Goexit()
+	case "slow":
+		// Works until the row releases it (past the lease, the retention).
+		a.started <- struct{}{}
+		select {
+		case <-a.release:
+		case <-time.After(unreleased):
+			writeJSON(w, http.StatusServiceUnavailable, `{"unreleased":true}`)
+			return
+		}
+		writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"order":%d}`, n))
+	default:
+		http.NotFound(w, r)
+	}
 }

@@ -37,4 +37,12 @@ var rows = []row{
 	{name: "oversized response is a tombstone", fn: oversizedTombstone},
 	{name: "hijack is a tombstone", fn: hijackTombstone},
 	{name: "tenants never meet", fn: tenants},
+	// The handler-ending table (Endings) beyond the rows above.
+	{name: "ending: writes nothing", fn: writesNothing},
+	{name: "ending: an empty 200 on purpose", fn: emptyOnPurpose},
+	{name: "ending: headers changed after WriteHeader", fn: lateHeaders},
+	{name: "ending: writes, then panics", fn: writeThenPanic},
+	{name: "ending: runtime.Goexit", fn: goexit},
+	{name: "ending: longer than the lease", fn: longerThanLease},
+	{name: "ending: longer than the retention", fn: longerThanRetention},
 }

@@ -107,9 +107,15 @@ func leadSlow(t *testing.T, e *env, s *server, q request) (answer func() reply) 
 	var first reply
 	var err error
 	var wg sync.WaitGroup
-	wg.Go(func() { first, err = s.try(t, q) })
+	done := make(chan struct{})
+	wg.Go(func() { first, err = s.try(t, q); close(done) })
 	if !e.app.Started(10 * time.Second) {
-		t.Fatal("the first request never reached the handler")
+		select {
+		case <-done:
+			t.Fatalf("the first request never reached the handler: it got %d %q, %v", first.status, first.body, err)
+		default:
+			t.Fatal("the first request never reached the handler")
+		}
 	}
 	return func() reply {
 		t.Helper()

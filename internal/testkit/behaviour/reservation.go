@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/must"
@@ -38,19 +39,28 @@ type ReservationAdapter func(store *tiered.Store, serve Serve) (http.Handler, er
 type mode int
 
 const (
-	commit     mode = iota // write the response, charge and complete in one transaction
-	dieAfter               // commit, then the instance dies before answering
-	cutAfter               // commit, then the client's connection is cut
-	rollback               // complete, then roll back
-	writeLater             // complete before writing anything
+	commit        mode = iota // write the response, charge and complete in one transaction
+	dieAfter                  // commit, then the instance dies before answering
+	cutAfter                  // commit, then the client's connection is cut
+	rollback                  // complete, then roll back
+	writeLater                // complete before writing anything
+	failBefore                // the transaction fails before writing and completing; log and return
+	writeThenFail             // write, then the transaction fails before completing; log and return
+	commitFails               // write and complete; COMMIT fails (a deferred constraint)
+	completeTwice             // write, complete twice (the same response), commit
+	completeOther             // write, complete, complete again with other bytes (refused), commit
+	changeAfter               // write, complete, then change headers and write more, commit
+	neverComplete             // take the reservation, write, never complete
 )
 
 // charger is one test's business: a charges table beside idem's, and the
 // handler that writes to it.
 type charger struct {
-	st    *stacktest.Stack
-	db    *bun.DB
-	table string
+	st     *stacktest.Stack
+	db     *bun.DB
+	table  string
+	kids   string // rows whose parent must exist at COMMIT: commitFails inserts an orphan
+	sqlite bool
 
 	mu    sync.Mutex
 	modes map[string]mode
@@ -89,25 +99,75 @@ func (c *charger) serve(sql *sqllayer.Layer) Serve {
 			http.Error(w, "no reservation", http.StatusInternalServerError)
 			return
 		}
-		err := c.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if m == neverComplete {
+			// It took its reservation, so it answers only through a
+			// completion: this response commits nothing.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = fmt.Fprintf(w, `{"charge":%q,"token_seen":%v}`, id, res.Token() != "")
+			return
+		}
+		h := w.Header() // taken before the status is written
+		write := func() {
+			h.Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = fmt.Fprintf(w, `{"charge":%q,"token_seen":%v}`, id, res.Token() != "")
+		}
+		charge := func(ctx context.Context, tx bun.Tx) error {
 			if _, err := tx.ExecContext(ctx, "INSERT INTO "+c.table+" (id) VALUES (?)", id); err != nil {
 				return err
 			}
+			switch m {
+			case failBefore:
+				_, err := tx.ExecContext(ctx, "INSERT INTO "+c.table+" (id) VALUES (?)", id) // a constraint fails
+				return err
+			case writeThenFail:
+				write()
+				_, err := tx.ExecContext(ctx, "INSERT INTO "+c.table+" (id) VALUES (?)", id)
+				return err
+			case commitFails:
+				if _, err := tx.ExecContext(ctx, "INSERT INTO "+c.kids+" (id, parent) VALUES (?, ?)", id, "missing"); err != nil {
+					return err
+				}
+			}
 			if m != writeLater {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusCreated)
-				_, _ = fmt.Fprintf(w, `{"charge":%q,"token_seen":%v}`, id, res.Token() != "")
+				write()
 			}
 			if err := sql.CompleteReservation(ctx, tx, res, nil); err != nil {
 				return err
 			}
-			if m == rollback {
+			switch m {
+			case rollback:
 				return errors.New("the ledger refused after the completion")
+			case completeTwice:
+				return sql.CompleteReservation(ctx, tx, res, nil)
+			case completeOther:
+				// A mistake of the handler's, said at the call; it commits
+				// anyway, and the first completion stands.
+				c.note(id, sql.CompleteReservation(ctx, tx, res, []byte("other bytes")))
+			case changeAfter:
+				h.Set("Location", "/charges/changed")
+				h.Set("Content-Type", "text/plain")
+				w.WriteHeader(http.StatusAccepted)
+				if _, err := io.WriteString(w, "more"); err != nil {
+					c.note(id, err)
+				}
 			}
 			return nil
-		})
+		}
+		var err error
+		if m == commitFails && c.sqlite {
+			// SQLite checks a deferred foreign key at COMMIT only where
+			// the connection enforces foreign keys.
+			err = c.onConn(ctx, charge)
+		} else {
+			err = c.db.RunInTx(ctx, nil, charge)
+		}
 		if err != nil {
 			c.note(id, err)
+			if m == failBefore || m == writeThenFail {
+				return // the README's shape: log it and return
+			}
 			// The handler answers its failure; once the response is frozen
 			// the write must fail loudly.
 			w.WriteHeader(http.StatusInternalServerError)
@@ -123,6 +183,20 @@ func (c *charger) serve(sql *sqllayer.Layer) Serve {
 			}
 		}
 	}
+}
+
+// onConn runs fn in a transaction on one connection that enforces foreign
+// keys (SQLite).
+func (c *charger) onConn(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = ON"); err != nil {
+		return err
+	}
+	return conn.RunInTx(ctx, nil, fn)
 }
 
 // wantOnce fails t unless the handler ran once since runs was read and the
@@ -155,12 +229,24 @@ func RunReservation(t *testing.T, adapt ReservationAdapter) {
 }
 
 func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter) {
-	c := &charger{st: st, db: st.DB(t), table: testenv.Name("charges"),
+	c := &charger{st: st, db: st.DB(t), table: testenv.Name("charges"), kids: testenv.Name("charge_kids"),
 		modes: map[string]mode{}, hooks: map[string]func(){}, errs: map[string]error{}}
-	if _, err := c.db.ExecContext(t.Context(), "CREATE TABLE "+c.table+" (id VARCHAR(64) PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
+	c.sqlite = c.db.Dialect().Name() == dialect.SQLite
+	parents := testenv.Name("charge_parents")
+	for _, ddl := range []string{
+		"CREATE TABLE " + c.table + " (id VARCHAR(64) PRIMARY KEY)",
+		"CREATE TABLE " + parents + " (id VARCHAR(64) PRIMARY KEY)",
+		"CREATE TABLE " + c.kids + " (id VARCHAR(64) PRIMARY KEY, parent VARCHAR(64) REFERENCES " + parents + " (id) DEFERRABLE INITIALLY DEFERRED)",
+	} {
+		if _, err := c.db.ExecContext(t.Context(), ddl); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(func() { _, _ = c.db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+c.table) })
+	t.Cleanup(func() {
+		for _, table := range []string{c.kids, parents, c.table} {
+			_, _ = c.db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table)
+		}
+	})
 
 	type instance struct {
 		store *tiered.Store
@@ -251,37 +337,6 @@ func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter)
 		c.wantOnce(t, id, runs)
 	})
 
-	t.Run("rolled back, the retry runs again and commits once", func(t *testing.T) {
-		a, b := start(t), start(t)
-		id := "rb-" + testenv.Name("c")
-		runs := c.runs.Load()
-		c.set(id, rollback, nil)
-		got, err := post(t, t.Context(), a, id)
-		if err != nil || got.Status != http.StatusInternalServerError || got.ContentType != "application/problem+json" {
-			t.Fatalf("rolled back: %+v, %v; want a 500 problem", got, err)
-		}
-		if err := c.err(id); !errors.Is(err, middleware.ErrResponseFrozen) {
-			t.Fatalf("the write after the completion: %v, want ErrResponseFrozen", err)
-		}
-		if n := c.count(t, id); n != 0 {
-			t.Fatalf("%d charges after the rollback", n)
-		}
-		c.set(id, commit, nil)
-		for _, in := range []instance{b, a} {
-			got, err := post(t, t.Context(), in, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, got, id)
-		}
-		if n := c.runs.Load() - runs; n != 2 {
-			t.Fatalf("the handler ran %d times, want 2", n)
-		}
-		if n := c.count(t, id); n != 1 {
-			t.Fatalf("%d charges, want 1", n)
-		}
-	})
-
 	t.Run("completing before writing is refused", func(t *testing.T) {
 		a := start(t)
 		id := "early-" + testenv.Name("c")
@@ -294,6 +349,83 @@ func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter)
 			t.Fatalf("%v, want ErrConfig and a response still writable", err)
 		}
 	})
+
+	// Endings that commit nothing: the first caller gets a 500 problem,
+	// nothing is charged, and the retry runs again and commits once.
+	for _, e := range []struct {
+		name string
+		m    mode
+		err  func(error) bool // what the handler heard, or nil
+	}{
+		{"rolled back after completing", rollback, func(err error) bool { return errors.Is(err, middleware.ErrResponseFrozen) }},
+		{"the transaction fails before completing, nothing written", failBefore, nil},
+		{"written, then the transaction fails before completing", writeThenFail, nil},
+		{"COMMIT fails", commitFails, func(err error) bool { return errors.Is(err, middleware.ErrResponseFrozen) }},
+		{"the reservation taken and never completed", neverComplete, nil},
+	} {
+		t.Run(e.name+", the retry runs again and commits once", func(t *testing.T) {
+			a, b := start(t), start(t)
+			id := fmt.Sprintf("end%d-%s", e.m, testenv.Name("c"))
+			runs := c.runs.Load()
+			c.set(id, e.m, nil)
+			got, err := post(t, t.Context(), a, id)
+			if err != nil || got.Status != http.StatusInternalServerError || got.ContentType != "application/problem+json" {
+				t.Fatalf("%+v, %v; want a 500 problem", got, err)
+			}
+			if e.err != nil && !e.err(c.err(id)) {
+				t.Fatalf("the handler heard %v", c.err(id))
+			}
+			if n := c.count(t, id); n != 0 {
+				t.Fatalf("%d charges after nothing committed", n)
+			}
+			c.set(id, commit, nil)
+			for _, in := range []instance{b, a} {
+				got, err := post(t, t.Context(), in, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(t, got, id)
+			}
+			if n := c.runs.Load() - runs; n != 2 {
+				t.Fatalf("the handler ran %d times, want 2", n)
+			}
+			if n := c.count(t, id); n != 1 {
+				t.Fatalf("%d charges, want 1", n)
+			}
+		})
+	}
+
+	// Endings that commit once: every caller, the first included, gets
+	// what committed.
+	for _, e := range []struct {
+		name string
+		m    mode
+		err  func(error) bool // what the handler heard
+	}{
+		{"completed twice with the same response", completeTwice, func(err error) bool { return err == nil }},
+		// Behind the middleware the response written is the result: bytes
+		// given beside it are refused before anything is written.
+		{"completed again with other bytes", completeOther, func(err error) bool { return errors.Is(err, idem.ErrConfig) }},
+		{"the response changed after completing", changeAfter, func(err error) bool { return errors.Is(err, middleware.ErrResponseFrozen) }},
+	} {
+		t.Run(e.name+", every caller gets what committed", func(t *testing.T) {
+			a, b := start(t), start(t)
+			id := fmt.Sprintf("end%d-%s", e.m, testenv.Name("c"))
+			runs := c.runs.Load()
+			c.set(id, e.m, nil)
+			for _, in := range []instance{a, b, a} {
+				got, err := post(t, t.Context(), in, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(t, got, id)
+			}
+			if !e.err(c.err(id)) {
+				t.Fatalf("the handler heard %v", c.err(id))
+			}
+			c.wantOnce(t, id, runs)
+		})
+	}
 
 	t.Run("a Store without SQL says what to do", func(t *testing.T) {
 		id := "nosql-" + testenv.Name("c")

@@ -1,0 +1,397 @@
+package idemgrpc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemgrpc"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/internal/testkit/stacktest"
+	"github.com/idemkit/idem/internal/testkit/testenv"
+	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/sqllayer"
+	"github.com/idemkit/idem/tiered"
+)
+
+// The ways a unary handler can end, each run over the memory layer and
+// over Redis with a SQL deciding tier (real Redis and Postgres, and the
+// embedded stack), and each checked end to end: what the first caller
+// gets (code, message, response, metadata), what the deciding tier
+// stores, what a retry gets, and how many times the handler ran. The rows
+// are in endings_rows_test.go.
+func TestHandlerEndings(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		mem, err := memlayer.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runEndings(t, &endingStack{decider: func(testing.TB) idem.Layer { return mem }})
+	})
+	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
+		db := businessDB(t, st)
+		runEndings(t, &endingStack{
+			st:      st,
+			db:      db,
+			charges: testenv.Name("grpc_end_charges"),
+			links:   testenv.Name("grpc_end_links"),
+			parents: testenv.Name("grpc_end_parents"),
+		})
+	})
+}
+
+// endingStack is what the rows of one stack share.
+type endingStack struct {
+	st      *stacktest.Stack            // nil over the memory layer
+	decider func(testing.TB) idem.Layer // the memory layer's deciding tier
+	db      *bun.DB                     // the business database, with the SQL stacks
+	// The business tables: a charge per committed run; a link whose
+	// parent is checked at COMMIT (a deferred foreign key).
+	charges, links, parents string
+}
+
+// businessDB returns a pool over the stack's database that checks foreign
+// keys (SQLite checks them only when asked), with the business tables.
+func businessDB(t *testing.T, st *stacktest.Stack) *bun.DB {
+	t.Helper()
+	db := st.DB(t)
+	if strings.HasPrefix(st.SQL.Kind, "sqlite") {
+		db = (&testenv.SQL{Kind: st.SQL.Kind, DSN: st.SQL.DSN + "&_pragma=foreign_keys(1)"}).Open(t)
+	}
+	return db
+}
+
+func (s *endingStack) createTables(t *testing.T) {
+	t.Helper()
+	for _, ddl := range []string{
+		"CREATE TABLE " + s.charges + " (id VARCHAR(64) PRIMARY KEY, amount INTEGER NOT NULL)",
+		"CREATE TABLE " + s.parents + " (id INTEGER PRIMARY KEY)",
+		"CREATE TABLE " + s.links + " (id VARCHAR(64) PRIMARY KEY, parent INTEGER REFERENCES " + s.parents + " (id) DEFERRABLE INITIALLY DEFERRED)",
+	} {
+		if _, err := s.db.ExecContext(t.Context(), ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, table := range []string{s.links, s.parents, s.charges} {
+			_, _ = s.db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table)
+		}
+	})
+}
+
+// ending is one way a handler ends: its first run, and what every side
+// should see. A run after the first answers {v: "again"} with the header
+// location "/again".
+type ending struct {
+	name string
+	// inTx rows complete the reservation in the SQL deciding tier's
+	// transaction: they run on the SQL stacks only.
+	inTx bool
+	// lease, when set, is the Store's lease.
+	lease time.Duration
+	// renewLost makes the deciding tier refuse every renewal: the lease
+	// is lost while the handler runs.
+	renewLost bool
+	// givesUp makes the first caller's deadline pass once the handler has
+	// closed started; the handler goes on once the caller has its answer.
+	givesUp bool
+	first   func(r *endingRun) (*structpb.Struct, error)
+
+	firstCode    codes.Code
+	firstMsg     string // a part of the status message, when not OK
+	firstV       string // the response's v, when OK
+	firstHeader  string // the location header the first caller gets; "" none
+	firstTrailer string // the x-receipt trailer the first caller gets; "" none
+	stored       string // "v:<v>" a response, "code:<code>" a kept status; "" the key released
+	storedHeader string // the location header stored with it, "/<x>"; the x-receipt trailer is then "<x>"
+	retryV       string // the retry's v ("again": the handler ran again); "" an error
+	retryCode    codes.Code
+	runs         int
+	charges      int // the charges committed (inTx rows)
+}
+
+// endingRun is one run of a row's handler.
+type endingRun struct {
+	t       testing.TB
+	ctx     context.Context
+	s       *endingStack
+	sql     *sqllayer.Layer
+	id      string // the row's charge ID
+	dup     func() // calls the key on another server: it must find it in flight
+	renew   <-chan struct{}
+	started chan<- struct{} // closed by a row that gives up, once it runs
+	gone    <-chan struct{} // closed once the first caller has its answer
+}
+
+// expiring is a call's context whose deadline passes when expire is
+// closed: Deadline reports a distant time (the server's own deadline), and
+// Done and Err say DeadlineExceeded from then on, as a deadline that
+// passed, without the test guessing how long the call takes to reach the
+// handler.
+type expiring struct {
+	context.Context
+	expire chan struct{}
+}
+
+func (c *expiring) Done() <-chan struct{} { return c.expire }
+
+func (c *expiring) Err() error {
+	select {
+	case <-c.expire:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func resp(v string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{"v": structpb.NewStringValue(v)}}
+}
+
+// tx runs fn in a transaction that first inserts the run's charge,
+// committing when fn returns nil. The transaction runs on a connection of
+// its own, rolled back when its COMMIT fails (SQLite keeps a transaction
+// whose deferred checks fail open).
+func (r *endingRun) tx(fn func(tx bun.Tx) error) error {
+	conn, err := r.s.db.Conn(r.ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(r.ctx, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(r.ctx, "INSERT INTO "+r.s.charges+" (id, amount) VALUES (?, ?)", r.id, 100); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// complete completes the run's reservation with m in tx.
+func (r *endingRun) complete(tx bun.Tx, m *structpb.Struct) error {
+	res, ok := idem.ReservationFrom(r.ctx)
+	if !ok {
+		return errors.New("no reservation")
+	}
+	v, err := idemgrpc.Result(r.ctx, m)
+	if err != nil {
+		return err
+	}
+	return r.sql.CompleteReservation(r.ctx, tx, res, v)
+}
+
+func runEndings(t *testing.T, s *endingStack) {
+	if s.st != nil {
+		s.createTables(t)
+	}
+	for i, e := range endings {
+		if e.inTx && s.st == nil {
+			continue // the memory layer has no transaction to complete in
+		}
+		t.Run(e.name, func(t *testing.T) { s.run(t, i, e) })
+	}
+}
+
+func (s *endingStack) run(t *testing.T, i int, e ending) {
+	var inner idem.Layer
+	var sqlLayer *sqllayer.Layer
+	if s.st == nil {
+		inner = s.decider(t)
+	} else {
+		sqlLayer = s.st.SQLLayer(t)
+		inner = sqlLayer
+	}
+	decider := faultlayer.New(inner)
+	renewals := make(chan struct{}, 64)
+	decider.Hook(faultlayer.Renew, func(context.Context) error {
+		select {
+		case renewals <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	if e.renewLost {
+		decider.Fail(fmt.Errorf("%w: another owner took the key over", idem.ErrLeaseLost), faultlayer.Renew)
+	}
+	store := func(opts ...tiered.Option) *tiered.Store {
+		base := []tiered.Option{tiered.WithSQL(decider)}
+		if s.st != nil {
+			base = append(base, tiered.WithRedis(s.st.RedisLayer(t)), tiered.WithTimeouts(2*time.Second, 10*time.Second))
+		}
+		if e.lease > 0 {
+			base = append(base, tiered.WithLease(e.lease))
+		}
+		st, err := tiered.New(append(base, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	opts := []idemgrpc.Option{
+		idemgrpc.WithReplayMetadata("location", "x-receipt"),
+		idemgrpc.WithKeep(func(st *status.Status) bool { return st.Code() == codes.InvalidArgument }),
+	}
+	k := fmt.Sprintf("end-%d-%s", i, testenv.Prefix())
+	req := msg(t, map[string]any{"row": e.name})
+	gone, started := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	svc := &service{}
+	conn := guarded(t, store(), svc, opts...)
+	other := guarded(t, store(tiered.WithWait(0)), svc, opts...)
+	svc.charge = func(ctx context.Context, _ *structpb.Struct) (*structpb.Struct, error) {
+		if runs.Add(1) > 1 {
+			if err := setHeader(ctx, "location", "/again"); err != nil {
+				return nil, err
+			}
+			return resp("again"), nil
+		}
+		r := &endingRun{t: t, ctx: ctx, s: s, sql: sqlLayer, id: k, renew: renewals, started: started, gone: gone}
+		r.dup = func() {
+			d := call(t, other, methodCharge, key(k), req)
+			wantProblem(t, d, codes.Aborted, idemgrpc.ReasonInFlight, idemgrpc.DefaultInFlightDelay)
+		}
+		return e.first(r)
+	}
+
+	firstCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var first reply
+	if e.givesUp {
+		deadline := &expiring{Context: firstCtx, expire: make(chan struct{})}
+		answered := make(chan reply)
+		go func() { answered <- callCtx(deadline, conn, methodCharge, key(k), req) }()
+		<-started
+		close(deadline.expire)
+		first = <-answered
+	} else {
+		first = callCtx(firstCtx, conn, methodCharge, key(k), req)
+	}
+	cancel()
+	close(gone)
+	checkReply(t, "first", first, e.firstCode, e.firstMsg, e.firstV, e.firstHeader, e.firstTrailer, false)
+
+	s.checkStored(t, decider, k, e)
+
+	retry := call(t, conn, methodCharge, key(k), req)
+	receipt := strings.TrimPrefix(e.storedHeader, "/") // stored beside its header
+	switch e.retryV {
+	case "":
+		checkReply(t, "retry", retry, e.retryCode, "", "", e.storedHeader, receipt, true)
+	case "again":
+		checkReply(t, "retry", retry, codes.OK, "", "again", "/again", "", false)
+	default:
+		checkReply(t, "retry", retry, codes.OK, "", e.retryV, e.storedHeader, receipt, true)
+	}
+	if n := runs.Load(); int(n) != e.runs {
+		t.Errorf("the handler ran %d times, want %d", n, e.runs)
+	}
+	if s.st != nil && e.inTx {
+		n, err := s.db.NewSelect().Table(s.charges).Where("id = ?", k).Count(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != int64(e.charges) {
+			t.Errorf("%d charges committed, want %d", n, e.charges)
+		}
+	}
+}
+
+// checkReply checks what a caller got: the code (and a part of the
+// message), the response's v, the location header and the x-receipt
+// trailer ("" none of either), and the replay mark.
+func checkReply(t *testing.T, who string, r reply, code codes.Code, msgPart, v, header, trailer string, replayed bool) {
+	t.Helper()
+	if r.code() != code {
+		t.Errorf("%s: %v, want %v", who, r.err, code)
+		return
+	}
+	if msgPart != "" && !strings.Contains(status.Convert(r.err).Message(), msgPart) {
+		t.Errorf("%s: message %q, want it to say %q", who, status.Convert(r.err).Message(), msgPart)
+	}
+	if code == codes.OK {
+		if got := r.resp.GetFields()["v"].GetStringValue(); got != v {
+			t.Errorf("%s: v %q, want %q", who, got, v)
+		}
+	}
+	if got := strings.Join(r.header.Get("location"), ","); got != header {
+		t.Errorf("%s: location %q, want %q", who, got, header)
+	}
+	if got := strings.Join(r.trailer.Get("x-receipt"), ","); got != trailer {
+		t.Errorf("%s: x-receipt %q, want %q", who, got, trailer)
+	}
+	if r.replayed != replayed {
+		t.Errorf("%s: replayed %v, want %v", who, r.replayed, replayed)
+	}
+}
+
+// checkStored checks what the deciding tier holds for k once the first
+// call's execution has settled (a caller that gave up does not wait for
+// it).
+func (s *endingStack) checkStored(t *testing.T, l idem.Layer, k string, e ending) {
+	t.Helper()
+	var rec idem.Record
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		rec, err = l.Get(t.Context(), idem.NewKey(methodCharge, k))
+		if err != nil || rec.Completed() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the work goes on after its caller gave up
+	}
+	if e.stored == "" {
+		if !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("stored %+v, %v; want the key released", rec, err)
+		}
+		return
+	}
+	if err != nil || !rec.Completed() {
+		t.Fatalf("stored %+v, %v; want %s", rec, err, e.stored)
+	}
+	m, st, header, trailer, err := idemgrpc.DecodeStored(rec.Result)
+	if err != nil {
+		t.Fatalf("stored answer: %v", err)
+	}
+	got := "code:" + st.Code().String()
+	if m != nil {
+		got = "v:" + m.(*structpb.Struct).GetFields()["v"].GetStringValue()
+	}
+	if got != e.stored {
+		t.Errorf("stored %s, want %s", got, e.stored)
+	}
+	if h := strings.Join(header.Get("location"), ","); h != e.storedHeader {
+		t.Errorf("stored location %q, want %q", h, e.storedHeader)
+	}
+	if r, want := strings.Join(trailer.Get("x-receipt"), ","), strings.TrimPrefix(e.storedHeader, "/"); r != want {
+		t.Errorf("stored x-receipt %q, want %q", r, want)
+	}
+	if len(header.Get("x-other")) != 0 {
+		t.Errorf("a header not named was stored")
+	}
+}
+
+// setHeader sets one header of the handler's.
+func setHeader(ctx context.Context, k, v string) error {
+	return grpc.SetHeader(ctx, metadata.Pairs(k, v))
+}

@@ -1,0 +1,78 @@
+package idemtest
+
+// Ending is one way a handler behind the middleware can end, with the
+// outcome the middleware specifies for it: what the first caller gets,
+// what is stored under the key, what a retry gets, and how many times the
+// handler has run once the retry is answered. [Endings] is the table; it is
+// the contract of package middleware, and the kit's rows (and, for the rows
+// with a reservation, the reservation rows every adapter of the repository
+// runs) check each line of it.
+type Ending struct {
+	// Name says how the handler ends.
+	Name string
+	// Reservation is set for the endings of a handler that completes its
+	// reservation in its own SQL transaction (idem.ReservationFrom and
+	// sqllayer's CompleteReservation).
+	Reservation bool
+	// First is what the first caller gets.
+	First string
+	// Stored is what the key holds afterwards.
+	Stored string
+	// Retry is what a retry with the same key and request gets.
+	Retry string
+	// Runs is how many times the handler has run after the first request
+	// and one retry.
+	Runs int
+}
+
+// Words of the table.
+const (
+	theResponse   = "the response: status, allow-listed headers as at WriteHeader, body"
+	problem500    = "500 problem (failed)"
+	nothing       = "nothing (the key is released)"
+	runsAgain     = "runs the handler again"
+	sameResponse  = "the same response, byte for byte"
+	committed     = "the response the transaction committed"
+	tombstone     = "a tombstone"
+	notReplayable = "409 problem (not_replayable)"
+)
+
+// Endings returns the handler-ending table: every way user code behind the
+// middleware can end, with its specified outcome. The first caller is
+// always answered from the record, through the same code as every replay:
+// a header changed after the status was written, or a header outside the
+// replay allow-list, reaches no caller.
+func Endings() []Ending {
+	return []Ending{
+		{Name: "writes a response the keep policy keeps (2xx, 3xx, 4xx but 408, 425, 429)", First: theResponse, Stored: "the response", Retry: sameResponse, Runs: 1},
+		{Name: "writes an empty 200 on purpose (WriteHeader(200))", First: "200, empty body", Stored: "the response", Retry: sameResponse, Runs: 1},
+		{Name: "returns without writing anything", First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "returns an error without writing (Gin: c.Error)", First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "returns an error (Echo): Echo's error handler writes the answer", First: "the error's response", Stored: "the response when kept (a 4xx), else nothing", Retry: "the same response when kept, else runs again", Runs: 1},
+		{Name: "writes a 5xx, 408, 425 or 429", First: "the response", Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "panics before writing", First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "writes a response, then panics", First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "flushes, then panics", First: "the connection is cut (an error, never a whole response)", Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "calls runtime.Goexit", First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "changes headers after WriteHeader (through a map taken before, or after writing)", First: theResponse, Stored: "the response, headers as at WriteHeader", Retry: sameResponse, Runs: 1},
+		{Name: "flushes (streams)", First: "the stream, live", Stored: tombstone, Retry: notReplayable, Runs: 1},
+		{Name: "hijacks the connection", First: "what it wrote on the connection", Stored: tombstone, Retry: notReplayable, Runs: 1},
+		{Name: "writes a body past the response limit", First: "the response, live", Stored: tombstone, Retry: notReplayable, Runs: 1},
+		{Name: "its client goes away while it runs", First: "nothing (gone)", Stored: "the response (the work goes on)", Retry: "the response", Runs: 1},
+		{Name: "works longer than the lease", First: theResponse, Stored: "the response (renewals keep the claim; a duplicate meanwhile waits, then 409)", Retry: sameResponse, Runs: 1},
+		{Name: "works longer than the retention", First: theResponse, Stored: "the response (the claim outlives its lease and grace)", Retry: sameResponse, Runs: 1},
+
+		{Name: "writes, completes, commits", Reservation: true, First: committed, Stored: "the response, with the business rows", Retry: sameResponse, Runs: 1},
+		{Name: "its transaction fails before completing; it writes nothing", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "writes, then its transaction fails before completing", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "completes, then rolls back", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "completes; COMMIT fails", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "completes twice with the same response", Reservation: true, First: committed, Stored: "the response, once", Retry: sameResponse, Runs: 1},
+		{Name: "completes again with other bytes (the second call fails with idem.ErrConfig)", Reservation: true, First: committed, Stored: "the first completion", Retry: sameResponse, Runs: 1},
+		{Name: "writes or changes headers after completing (middleware.ErrResponseFrozen)", Reservation: true, First: committed, Stored: "the response as completed", Retry: sameResponse, Runs: 1},
+		{Name: "takes its reservation and never completes", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "completes before writing anything (idem.ErrConfig)", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
+		{Name: "commits, then its instance dies before answering", Reservation: true, First: "503 problem, or the connection drops", Stored: "the response, with the business rows", Retry: sameResponse + " (any instance)", Runs: 1},
+		{Name: "commits, then its client's connection is cut", Reservation: true, First: "nothing (gone)", Stored: "the response, with the business rows", Retry: sameResponse + " (any instance)", Runs: 1},
+	}
+}

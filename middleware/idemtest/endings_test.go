@@ -1,0 +1,49 @@
+package idemtest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// endingsTable renders Endings as the Markdown table README.md publishes.
+func endingsTable() string {
+	var b strings.Builder
+	b.WriteString("| the handler … | reservation | the first caller gets | stored | a retry gets | runs |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, e := range Endings() {
+		res := ""
+		if e.Reservation {
+			res = "yes"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d |\n", e.Name, res, e.First, e.Stored, e.Retry, e.Runs)
+	}
+	return b.String()
+}
+
+// README.md publishes the handler-ending table as the contract: it must be
+// Endings, row for row. IDEM_PRINT_ENDINGS=1 prints the table to paste.
+func TestReadmeEndings(t *testing.T) {
+	want := endingsTable()
+	if os.Getenv("IDEM_PRINT_ENDINGS") != "" {
+		fmt.Print(want)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), want) {
+		t.Fatalf("README.md does not publish the handler-ending table as Endings gives it; run with IDEM_PRINT_ENDINGS=1 and paste:\n%s", want)
+	}
+	seen := map[string]bool{}
+	for _, e := range Endings() {
+		if seen[e.Name] {
+			t.Fatalf("two rows named %q", e.Name)
+		}
+		seen[e.Name] = true
+		if e.Runs < 1 || e.First == "" || e.Stored == "" || e.Retry == "" {
+			t.Fatalf("row %q is incomplete: %+v", e.Name, e)
+		}
+	}
+}

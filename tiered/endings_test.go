@@ -1,0 +1,330 @@
+package tiered_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
+	"github.com/idemkit/idem/sqllayer"
+	"github.com/idemkit/idem/tiered"
+)
+
+// ending is one way a function a Store runs can end, and what follows:
+// what the first caller gets, what the deciding tier holds once the
+// execution ended, what a retry on another Store gets, and how many times
+// the work ran in all.
+type ending struct {
+	name string
+	// tx says that fn completes its reservation in a SQL transaction of
+	// its own: only where a SQL layer decides.
+	tx bool
+	// lease is the lease of the first caller's Store; 0 for the Store's
+	// default.
+	lease time.Duration
+	// first makes the first call on e.a and returns its answer.
+	first func(t *testing.T, e *endingEnv) answered
+
+	// What the first caller gets: Result.Value, and an error that is
+	// (errors.Is) each of errs — none for no error, errPanicked for a
+	// *tiered.PanicError.
+	value string
+	errs  []error
+	// stored is the result the deciding tier holds once the execution
+	// ended; "" for no record (the claim released).
+	stored string
+	// What a retry gets: the stored result replayed, or (stored "") what
+	// its own run returns, "retried".
+	retry string
+	// runs is how many times the work ran, the retry's included.
+	runs int64
+}
+
+// errPanicked stands for a *tiered.PanicError in ending.errs.
+var errPanicked = errors.New("a *tiered.PanicError")
+
+var (
+	errDeclined = errors.New("declined")
+	errGone     = errors.New("client gone")
+)
+
+// endingEnv is what a row's first call works with: two Stores over one
+// rig, the key, and the count of the work's runs.
+type endingEnv struct {
+	r      *rig
+	a, b   *tiered.Store
+	aLayer *faultlayer.Layer // a's deciding layer
+	sql    *sqllayer.Layer   // a's own SQL layer, on SQL rigs: what completes a reservation
+	ledger *ledger           // a business table, on SQL rigs
+	key    idem.Key
+	id     string // the key's ID, the ledger's row
+	runs   atomic.Int64
+
+	started, release chan struct{} // of held
+}
+
+// fn counts a run of body.
+func (e *endingEnv) fn(body func(ctx context.Context) ([]byte, error)) tiered.Func {
+	return func(ctx context.Context) ([]byte, error) {
+		e.runs.Add(1)
+		return body(ctx)
+	}
+}
+
+// held counts a run of then, after it signals started and waits for
+// release: the work is under way until the row lets it end.
+func (e *endingEnv) held(then func(ctx context.Context) ([]byte, error)) tiered.Func {
+	return e.fn(func(ctx context.Context) ([]byte, error) {
+		close(e.started)
+		<-e.release
+		return then(ctx)
+	})
+}
+
+// call calls a.Do with fn and waits for its answer.
+func (e *endingEnv) call(t *testing.T, ctx context.Context, fn tiered.Func) answered {
+	t.Helper()
+	return within(t, doOn(ctx, e.a, e.key, fn), "the first caller's Do")
+}
+
+// inTx runs body in a transaction on the ledger's database, whose
+// completion of the reservation writes val through a's SQL layer.
+func (e *endingEnv) inTx(ctx context.Context, db *bun.DB, body func(ctx context.Context, tx bun.Tx, complete func() error) error) error {
+	res, ok := idem.ReservationFrom(ctx)
+	if !ok {
+		return errors.New("no reservation on the work's context")
+	}
+	val := []byte("charged " + e.id)
+	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+e.ledger.table+" (id, amount) VALUES (?, ?)", e.id, 100); err != nil {
+			return err
+		}
+		return body(ctx, tx, func() error { return e.sql.CompleteReservation(ctx, tx, res, val) })
+	})
+}
+
+// charged is what the rows whose transaction completes the reservation
+// return and store.
+const charged = "charged "
+
+// The ways fn can end under Store.Do, each on every rig that supports it,
+// with the four things that follow from it checked for each.
+func TestStoreDoEndings(t *testing.T) {
+	rows := []ending{
+		{
+			name:  "returns a value",
+			first: func(t *testing.T, e *endingEnv) answered { return e.call(t, t.Context(), e.fn(value("paid"))) },
+			value: "paid", stored: "paid", retry: "paid", runs: 1,
+		},
+		{
+			name:  "returns an error",
+			first: func(t *testing.T, e *endingEnv) answered { return e.call(t, t.Context(), e.fn(fails("", errDeclined))) },
+			errs:  []error{errDeclined}, retry: "retried", runs: 2,
+		},
+		{
+			name: "returns a value and an error",
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(fails("partial", errDeclined)))
+			},
+			value: "partial", errs: []error{errDeclined}, retry: "retried", runs: 2,
+		},
+		{
+			name: "panics",
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(context.Context) ([]byte, error) { panic("card processor exploded") }))
+			},
+			errs: []error{errPanicked}, retry: "retried", runs: 2,
+		},
+		{
+			name: "panics with the caller's ctx cancelled",
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.gaveUp(t, func(context.Context) ([]byte, error) { panic("card processor exploded") })
+			},
+			errs: []error{errGone}, retry: "retried", runs: 2,
+		},
+		{
+			name: "calls runtime.Goexit",
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(context.Context) ([]byte, error) {
+					runtime.Goexit()
+					return []byte("unreachable"), nil
+				}))
+			},
+			errs: []error{tiered.ErrGoexit}, retry: "retried", runs: 2,
+		},
+		{
+			name:  "the caller's ctx cancelled while fn runs",
+			first: func(t *testing.T, e *endingEnv) answered { return e.gaveUp(t, value("paid")) },
+			errs:  []error{errGone}, stored: "paid", retry: "paid", runs: 1,
+		},
+		{
+			name: "runs longer than the lease", lease: 2 * time.Second,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(context.Context) ([]byte, error) {
+					// Four renewals, one every lease/3: the work has outlived
+					// its first lease.
+					for deadline := time.Now().Add(15 * time.Second); e.aLayer.Calls(faultlayer.Renew) < 4; {
+						if time.Now().After(deadline) {
+							return nil, errors.New("the claim was not renewed")
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					return []byte("paid"), nil
+				}))
+			},
+			value: "paid", stored: "paid", retry: "paid", runs: 1,
+		},
+		{
+			name:  "a duplicate during it",
+			first: func(t *testing.T, e *endingEnv) answered { return e.duplicated(t) },
+			value: "paid", stored: "paid", retry: "paid", runs: 1,
+		},
+		{
+			name: "a reservation rolled back before completing", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
+					return nil, e.inTx(ctx, e.ledger.db, func(context.Context, bun.Tx, func() error) error { return errDeclined })
+				}))
+			},
+			errs: []error{errDeclined}, retry: "retried", runs: 2,
+		},
+		{
+			name: "a reservation rolled back after completing", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
+					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error {
+						if err := complete(); err != nil {
+							return err
+						}
+						return errDeclined
+					})
+				}))
+			},
+			value: charged, errs: []error{tiered.ErrNotCommitted, errDeclined}, retry: "retried", runs: 2,
+		},
+		{
+			name: "a reservation completed and committed", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
+					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error { return complete() })
+				}))
+			},
+			value: charged, stored: charged, retry: charged, runs: 1,
+		},
+		{
+			name: "a reservation completed whose COMMIT fails", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered { return e.commitFails(t) },
+			value: charged, errs: []error{tiered.ErrNotCommitted}, retry: "retried", runs: 2,
+		},
+		{
+			name: "a reservation never completed", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
+					if _, ok := idem.ReservationFrom(ctx); !ok {
+						return nil, errors.New("no reservation on the work's context")
+					}
+					return []byte("paid"), nil // the Store completes the key itself
+				}))
+			},
+			value: "paid", stored: "paid", retry: "paid", runs: 1,
+		},
+		{
+			name: "a reservation completed twice with the same bytes", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
+					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error {
+						if err := complete(); err != nil {
+							return err
+						}
+						return complete()
+					})
+				}))
+			},
+			value: charged, stored: charged, retry: charged, runs: 1,
+		},
+		{
+			name: "a panic after the reservation committed", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
+					if err := e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error { return complete() }); err != nil {
+						return nil, err
+					}
+					panic("after the commit")
+				}))
+			},
+			value: charged, stored: charged, retry: charged, runs: 1,
+		},
+	}
+	eachRig(t, func(t *testing.T, r *rig) {
+		for _, row := range rows {
+			if row.tx && !r.sqlDecides() {
+				continue // no SQL transaction to complete in
+			}
+			t.Run(row.name, func(t *testing.T) { row.check(t, r) })
+		}
+	})
+}
+
+func (row ending) check(t *testing.T, r *rig) {
+	e := &endingEnv{r: r, started: make(chan struct{}), release: make(chan struct{})}
+	var opts []tiered.Option
+	if row.lease > 0 {
+		opts = append(opts, tiered.WithLease(row.lease))
+	}
+	e.a, e.aLayer = r.store(t, opts...)
+	e.b, _ = r.store(t)
+	if r.sqlDecides() {
+		e.sql = e.aLayer.Inner.(*sqllayer.Layer)
+		e.ledger = newLedger(t, r.st)
+	}
+	e.key = newKey(t)
+	e.id = e.key.String()
+	// The rows name what fn's transaction writes by its prefix; it ends
+	// with the key's ID.
+	expand := func(s string) string {
+		if s == charged {
+			return charged + e.id
+		}
+		return s
+	}
+
+	got := row.first(t, e)
+	if !got.returned {
+		t.Fatalf("first caller: %v", got)
+	}
+	if string(got.res.Value) != expand(row.value) {
+		t.Errorf("first caller got value %q; want %q", got.res.Value, expand(row.value))
+	}
+	var pe *tiered.PanicError
+	switch {
+	case len(row.errs) == 0 && got.err != nil:
+		t.Errorf("first caller got error %v; want none", got.err)
+	case len(row.errs) > 0 && got.err == nil:
+		t.Errorf("first caller got no error; want %v", row.errs)
+	}
+	for _, want := range row.errs {
+		if want == errPanicked && !errors.As(got.err, &pe) || want != errPanicked && !errors.Is(got.err, want) {
+			t.Errorf("first caller got error %v; want it to be %v", got.err, want)
+		}
+	}
+
+	var stored []byte
+	if row.stored != "" {
+		stored = []byte(expand(row.stored))
+	}
+	r.stored(t, e.key, stored)
+
+	res, err := e.b.Do(t.Context(), e.key, "fp", e.fn(value("retried")))
+	if err != nil || string(res.Value) != expand(row.retry) || res.Replayed != (row.stored != "") {
+		t.Errorf("retry on another Store got %+v, %v; want %q (replayed: %v)", res, err, expand(row.retry), row.stored != "")
+	}
+	if n := e.runs.Load(); n != row.runs {
+		t.Errorf("the work ran %d times; want %d", n, row.runs)
+	}
+}
