@@ -96,7 +96,7 @@ var endings = []ending{
 	{name: endLateHeader, share: 25},
 	{name: endStream, share: 15},
 	{name: endLong, share: 10, long: true},
-	{name: endGoexit, share: 10, pending: true},
+	{name: endGoexit, share: 10},
 	{name: endTxCommit, share: 30, tx: true},
 	{name: endTxRollback, share: 15, tx: true},
 	{name: endTxRollbackAfter, share: 15, tx: true},
