@@ -88,9 +88,10 @@ WHERE key_digest = ?0 AND token = ?1::bytea AND state IN (1, 3) AND expires_at >
 
 	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > clock_timestamp()`,
 
+	// ?3 is the lease and its grace: the record outlives both.
 	renew: `UPDATE {R} AS r
 SET state = 1, lease_until = c.now + ?2::bigint * interval '1 microsecond',
-	expires_at = GREATEST(r.expires_at, c.now + ?2::bigint * interval '1 microsecond')
+	expires_at = GREATEST(r.expires_at, c.now + ?3::bigint * interval '1 microsecond')
 FROM (SELECT clock_timestamp() AS now) c
 WHERE r.key_digest = ?0 AND r.token = ?1::bytea AND r.state IN (1, 3) AND r.expires_at > c.now`,
 

@@ -49,8 +49,9 @@ WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > ` + li
 
 	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > ` + liteNow,
 
+	// ?3 is the lease and its grace: the record outlives both.
 	renew: `UPDATE {R}
-SET state = 1, lease_until = ` + liteNow + ` + ?2, expires_at = max(expires_at, ` + liteNow + ` + ?2)
+SET state = 1, lease_until = ` + liteNow + ` + ?2, expires_at = max(expires_at, ` + liteNow + ` + ?3)
 WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > ` + liteNow,
 
 	get: `SELECT fingerprint, state, result, lease_until, expires_at, ` + liteLeft + ` FROM {R}
