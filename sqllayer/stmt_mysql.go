@@ -87,8 +87,12 @@ ON DUPLICATE KEY UPDATE
 
 	version: `SELECT version FROM {V} WHERE source = ?0 AND external_id = ?1`,
 
+	// An in-progress record goes only once its lease and grace ended too
+	// (see DeleteExpired).
 	sweep: [2]string{
-		`DELETE FROM {R} WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?0`,
+		`DELETE FROM {R} WHERE expires_at <= UTC_TIMESTAMP(6)
+	AND (state = 2 OR lease_until + INTERVAL (TIMESTAMPDIFF(MICROSECOND, created_at, lease_until) DIV 4) MICROSECOND <= UTC_TIMESTAMP(6))
+ORDER BY expires_at LIMIT ?0`,
 		`DELETE FROM {E} WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?0`,
 	},
 }

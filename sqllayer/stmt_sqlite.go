@@ -74,8 +74,11 @@ WHERE v.version < excluded.version`,
 
 	version: `SELECT version FROM {V} WHERE source = ?0 AND external_id = ?1`,
 
+	// An in-progress record goes only once its lease and grace ended too
+	// (see DeleteExpired).
 	sweep: [2]string{
-		`DELETE FROM {R} WHERE rowid IN (SELECT rowid FROM {R} WHERE expires_at <= ` + liteNow + ` LIMIT ?0)`,
+		`DELETE FROM {R} WHERE rowid IN (SELECT rowid FROM {R} WHERE expires_at <= ` + liteNow + `
+	AND (state = 2 OR lease_until + (lease_until - created_at) / 4 <= ` + liteNow + `) LIMIT ?0)`,
 		`DELETE FROM {E} WHERE rowid IN (SELECT rowid FROM {E} WHERE expires_at <= ` + liteNow + ` LIMIT ?0)`,
 	},
 }
