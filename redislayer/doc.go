@@ -80,11 +80,11 @@
 // for the PTTL lives at least the PTTL (a completed record's TTL never
 // changes). For a completed record that is its exact PTTL; an in-progress
 // record shown to another fingerprint (a mismatch) may get a smaller
-// figure, down to 0 when its lease is as long as its retention. Redis
-// counts whole milliseconds, so one is taken off every figure. A completed
-// record written by a version of the layer that did not store its
-// retention gets 0 from Reserve (the layer cannot tell) and its PTTL from
-// Get.
+// figure: its lease mark, at least the grace while its lease runs and
+// down to 0 within the grace. Redis counts whole milliseconds, so one is taken off every
+// figure. A completed record written by a version of the layer that did
+// not store its retention gets 0 from Reserve (the layer cannot tell) and
+// its PTTL from Get.
 //
 // The other operations are Lua scripts (files *.lua, embedded), run with
 // Script.Run: EVALSHA, and EVAL when the server lacks it.
