@@ -75,8 +75,9 @@ type Layer interface {
 	// Reserve claims key for fingerprint, or reports what is there.
 	//
 	//   - No live record: a new in-progress record is stored with a fresh
-	//     token, a lease of lease and an expiry of ttl; claimed is true and the
-	//     returned record carries the token.
+	//     token, a lease of lease and an expiry of ttl, or of the lease and
+	//     its grace (lease/4, below) if they end later; claimed is true and
+	//     the returned record carries the token.
 	//   - A live record: it is returned (Token "") and claimed is false. The
 	//     caller compares Fingerprint (a different one is a mismatch) and
 	//     State (completed: replay; in progress: wait).
@@ -109,7 +110,9 @@ type Layer interface {
 	Release(ctx context.Context, key Key, token string) error
 
 	// Renew extends the lease of the in-progress record owned by token to
-	// lease from now. Another token, a missing or completed record gives
+	// lease from now, and keeps the record at least until that lease and
+	// its grace (lease/4) end, however long the work has outlived the
+	// retention. Another token, a missing or completed record gives
 	// ErrLeaseLost.
 	Renew(ctx context.Context, key Key, token string, lease time.Duration) error
 

@@ -2,7 +2,10 @@
 // instance at a time.
 //
 // Expired records are never treated as live (every layer compares expiry
-// with the store's clock), so sweeping them only reclaims space; but on a
+// with the store's clock), so sweeping them only reclaims space. A Sweeper
+// never deletes an in-progress claim before its lease and the grace after
+// it have ended, whatever its expiry says: a claim its owner may still
+// complete is not an expired record (sqllayer's DeleteExpired). On a
 // busy table every instance sweeping at once would only contend for the
 // same rows. A Janitor takes a plain mutual exclusion first — a
 // bsm/redislock lock in Redis, obtained with a TTL, refreshed while the

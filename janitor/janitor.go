@@ -30,7 +30,9 @@ const (
 )
 
 // Sweeper deletes expired rows in statements of at most batch rows and
-// says how many it deleted. *sqllayer.Layer is one.
+// says how many it deleted; it must spare an in-progress claim until its
+// lease and grace have ended, whatever its expiry says. *sqllayer.Layer is
+// one.
 type Sweeper interface {
 	DeleteExpired(ctx context.Context, batch int) (int64, error)
 }

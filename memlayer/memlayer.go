@@ -150,6 +150,20 @@ func later(t int64, d time.Duration) int64 {
 	return t + int64(d)
 }
 
+// grace is the grace a lapsed lease of lease gets from the first Reserve
+// that finds it lapsed (one passing the same lease): a quarter of it.
+func grace(lease time.Duration) time.Duration { return lease / 4 }
+
+// claimLife returns how long a claim with lease and ttl is kept from now:
+// the ttl, or the lease and its grace if they end later, so that the grace
+// is there to grant however the retention compares with the lease.
+func claimLife(lease, ttl time.Duration) time.Duration {
+	if lease > math.MaxInt64-grace(lease) {
+		return math.MaxInt64
+	}
+	return max(ttl, lease+grace(lease))
+}
+
 // Len returns how many records are stored, expired ones not yet swept
 // included.
 func (l *Layer) Len() int {
@@ -244,7 +258,8 @@ func (l *Layer) token() string {
 	return string(t[:])
 }
 
-// Reserve implements idem.Layer.
+// Reserve implements idem.Layer. A claim's record is kept for ttl, or
+// until its lease and the grace after it (lease/4) end if that is later.
 func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, lease, ttl time.Duration) (idem.Record, bool, error) {
 	if err := check(ctx, key); err != nil {
 		return idem.Record{}, false, err
@@ -269,7 +284,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 			// anyone takes over, so that a completion it is still retrying
 			// lands first.
 			e.grace = true
-			e.leaseUntil = later(now, lease/4)
+			e.leaseUntil = later(now, grace(lease))
 			e.expiresAt = max(e.expiresAt, e.leaseUntil)
 			return e.record(l, key, now), false, nil
 		}
@@ -282,7 +297,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	e.fingerprint, e.state, e.grace, e.result = fingerprint, idem.StateInProgress, false, nil
 	e.token = l.token()
 	e.leaseUntil = later(now, lease)
-	e.expiresAt = later(now, max(ttl, lease))
+	e.expiresAt = later(now, claimLife(lease, ttl))
 	r := e.record(l, key, now)
 	r.Token, r.TookOver = e.token, tookOver
 	return r, true, nil
@@ -334,7 +349,8 @@ func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 	return nil
 }
 
-// Renew implements idem.Layer.
+// Renew implements idem.Layer. The record is kept at least until the new
+// lease and its grace (lease/4) end.
 func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease time.Duration) error {
 	if err := check(ctx, key); err != nil {
 		return err
@@ -351,7 +367,9 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 	}
 	e.leaseUntil = later(now, lease)
 	e.grace = false
-	e.expiresAt = max(e.expiresAt, e.leaseUntil)
+	// The record outlives the renewed lease and its grace, however long
+	// the work has run past the retention.
+	e.expiresAt = max(e.expiresAt, later(e.leaseUntil, grace(lease)))
 	return nil
 }
 

@@ -42,6 +42,7 @@ func TestConformanceFakeClock(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New:     func(*testing.T) idem.Layer { return l },
 		Advance: func(_ *testing.T, d time.Duration) { clock.Advance(d) },
+		Sweep:   func(*testing.T) { memlayer.Sweep(l) },
 		Tick:    time.Second,
 	})
 }
@@ -49,8 +50,9 @@ func TestConformanceFakeClock(t *testing.T) {
 func TestConformanceRealClock(t *testing.T) {
 	l := must.Get(memlayer.New())(t)
 	storetest.Run(t, storetest.Harness{
-		New:  func(*testing.T) idem.Layer { return l },
-		Tick: 20 * time.Millisecond,
+		New:   func(*testing.T) idem.Layer { return l },
+		Sweep: func(*testing.T) { memlayer.Sweep(l) },
+		Tick:  20 * time.Millisecond,
 	})
 }
 

@@ -10,7 +10,7 @@
 // carrying the key digest as a hash tag, so that they live in one Cluster
 // slot (and one Ring shard):
 //
-//	prefix{<key hex>}        the record (TTL: retention, or the lease if longer)
+//	prefix{<key hex>}        the record (TTL: retention, or the lease and its grace if longer)
 //	prefix{<key hex>}:done   channel of completions, releases and fills
 //
 // The prefix is "idem:" unless WithPrefix says otherwise. The value is a
@@ -26,14 +26,15 @@
 // a re-sent Complete is recognised; it is never returned to readers.
 //
 // Every key has a TTL, and Redis's TTL is the only clock that decides: a
-// claim stores the record for T = max(ttl, lease) with a lease mark of
-// T - lease, and its lease has lapsed once the key's PTTL has run down to
-// the mark. The first Reserve with the same fingerprint that finds the
+// claim stores the record for T = max(ttl, lease + lease/4) with a lease
+// mark of T - lease, and its lease has lapsed once the key's PTTL has run
+// down to the mark, with at least the grace left. The first Reserve with the same fingerprint that finds the
 // lease lapsed grants the owner a grace of a quarter of the lease it
 // passes: it moves the mark by the grace (raising the TTL if needed) and
 // sets the state to '3', keeping the token; a Reserve that finds the grace
-// lapsed too takes the key over. Renew moves the mark (raising the TTL if
-// needed) and sets the state back to '1', so the next lapse gets a grace
+// lapsed too takes the key over. Renew moves the mark (raising the TTL to
+// the new lease and its grace if needed, however long the work has
+// outlived the retention) and sets the state back to '1', so the next lapse gets a grace
 // again; Complete re-arms the TTL to ttl. So leases, graces and retention
 // follow Redis's expiry, and miniredis's FastForward moves them all. The lease end and expiry in the
 // header are for readers (idem.Record.LeaseUntil and ExpiresAt), taken from
@@ -79,11 +80,11 @@
 // for the PTTL lives at least the PTTL (a completed record's TTL never
 // changes). For a completed record that is its exact PTTL; an in-progress
 // record shown to another fingerprint (a mismatch) may get a smaller
-// figure, down to 0 when its lease is as long as its retention. Redis
-// counts whole milliseconds, so one is taken off every figure. A completed
-// record written by a version of the layer that did not store its
-// retention gets 0 from Reserve (the layer cannot tell) and its PTTL from
-// Get.
+// figure: its lease mark, at least the grace while its lease runs and
+// down to 0 within the grace. Redis counts whole milliseconds, so one is taken off every
+// figure. A completed record written by a version of the layer that did
+// not store its retention gets 0 from Reserve (the layer cannot tell) and
+// its PTTL from Get.
 //
 // The other operations are Lua scripts (files *.lua, embedded), run with
 // Script.Run: EVALSHA, and EVAL when the server lacks it.

@@ -46,11 +46,12 @@ func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 
 // Renew implements idem.Layer with a token compare-and-set (renew.lua): the
 // lease mark is moved so that the lease lapses lease from now (rounded up to
-// whole milliseconds), and the record's TTL is raised to lease if it would
-// end first. A renewal succeeds while the token still owns the in-progress
-// record, even if its lease lapsed and no one took it over yet (within the
-// grace a Reserve granted, or after it); it ends the grace, so the next
-// lapse gets one again. Another token, a missing or completed record gives
+// whole milliseconds), and the record's TTL is raised to the lease and its
+// grace (lease/4) if it would end first, so that work running past the
+// retention keeps its grace. A renewal succeeds while the token still
+// owns the in-progress record, even if its lease lapsed and no one took it
+// over yet (within the grace a Reserve granted, or after it); it ends the
+// grace, so the next lapse gets one again. Another token, a missing or completed record gives
 // idem.ErrLeaseLost.
 func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease time.Duration) error {
 	if key.IsZero() {
@@ -59,11 +60,12 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 	if lease <= 0 || millis(lease) > maxMillis {
 		return fmt.Errorf("redislayer: lease must be positive and below 31,000 years (%v)", lease)
 	}
-	ms := millis(lease)
-	until := make([]byte, numWidth)
-	putNum(until, clock.Now().UnixMilli()+ms)
-	// The new lease end doubles as the expiry when the record is extended.
-	return l.cas(ctx, "renew", key, renewScript, token, ms, until, until)
+	ms, life := millis(lease), millis(lease)+graceMillis(lease)
+	now := clock.Now().UnixMilli()
+	until, expiry := make([]byte, numWidth), make([]byte, numWidth)
+	putNum(until, now+ms)
+	putNum(expiry, now+life)
+	return l.cas(ctx, "renew", key, renewScript, token, ms, until, expiry, life)
 }
 
 // cas runs one compare-and-set script on key's record, whose reply is 1

@@ -28,7 +28,9 @@ import (
 // claim re-sent by go-redis after a lost reply finds its own token and
 // stays this caller's claim.
 //
-// The record lives for max(ttl, lease) and its lease lapses when Redis has
+// The record lives for ttl, or for the lease and its grace (lease/4) if
+// they end later, so that the grace is there to grant however the
+// retention compares with the lease; its lease lapses when Redis has
 // counted lease off that TTL (durations are rounded up to whole
 // milliseconds). lease and ttl must be positive, the fingerprint at most
 // MaxFingerprint bytes. A duplicate costs one read and no write.
@@ -75,7 +77,8 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		}
 	}
 	token := idem.NewToken()
-	leaseMs, ttlMs := millis(lease), max(millis(ttl), millis(lease))
+	leaseMs, graceMs := millis(lease), graceMillis(lease)
+	ttlMs := max(millis(ttl), leaseMs+graceMs)
 	now := clock.Now().UnixMilli()
 	claim := encode(stateInProgress, token, ttlMs-leaseMs, now+leaseMs, now+ttlMs, fingerprint, nil)
 	claimed := func() (idem.Record, bool, error) {
@@ -101,7 +104,6 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	scripted := viaScript || (err == nil && sameOwnerCandidate(v, fingerprint, token))
 	if scripted {
-		graceMs := millis(lease / 4)
 		graceEnd := make([]byte, numWidth)
 		putNum(graceEnd, now+graceMs)
 		v, pttl, err = l.reserveScript(callCtx, name, claim, ttlMs, graceMs, graceEnd)
@@ -127,6 +129,10 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	return s.record(key, fingerprint, left), false, nil
 }
+
+// graceMillis is the grace, in whole milliseconds (at least 1), that a
+// Reserve passing lease grants a lapsed lease: a quarter of it.
+func graceMillis(lease time.Duration) int64 { return millis(lease / 4) }
 
 // afterPTTL sends PTTL name and then cmd in one pipeline, one round trip,
 // and returns the PTTL (ms; -2 when the key was missing). The error is

@@ -29,10 +29,12 @@ import (
 //
 // Numbers are zero-padded decimal, so that Lua reads them with tonumber and
 // Go without allocating. The lease mark makes the lease a matter of the key's
-// TTL alone: a claim stores the record for T = max(ttl, lease) with mark
-// T - lease, so the lease lapses exactly when Redis has counted lease off the
-// TTL, with no clock but Redis's expiry (and miniredis's FastForward moves
-// it too). The two times are for readers only, from the writer's clock.
+// TTL alone: a claim stores the record for T = max(ttl, lease + grace)
+// (the grace a quarter of the lease) with mark T - lease, so the lease
+// lapses exactly when Redis has counted lease off the TTL, with at least
+// the grace still to run, and no clock but Redis's expiry decides (and
+// miniredis's FastForward moves it too). The two times are for readers
+// only, from the writer's clock.
 //
 // Every write that sets a record's TTL stores a mark no greater than that
 // TTL, and no write shortens the TTL of a record it leaves as it was (a

@@ -51,6 +51,7 @@ func TestConformance(t *testing.T) {
 			t.Run(r.name, func(t *testing.T) {
 				b := setup(t, r.open(t))
 				b.conns = r.conns
+				sweeper, _ := b.layer(t)
 				storetest.Run(t, storetest.Harness{
 					// TestEightInstancesThousandKeys covers a thousand keys
 					// on the servers; here fewer keep the run short, above
@@ -60,6 +61,12 @@ func TestConformance(t *testing.T) {
 					New: func(t *testing.T) idem.Layer {
 						l, _ := b.layer(t, sqllayer.WithReserveOrder(r.order), sqllayer.WithBatchSize(r.batch))
 						return l
+					},
+					// The janitor's work, over the run's tables.
+					Sweep: func(t *testing.T) {
+						if _, err := sweeper.DeleteExpired(ctx(t), 500); err != nil {
+							t.Fatalf("DeleteExpired: %v", err)
+						}
 					},
 					// Servers compare microseconds, SQLite milliseconds; a
 					// few hundred milliseconds leave room for slow shared

@@ -98,6 +98,12 @@
 // sets it back to 1, so the next lapse gets a grace again. The state column
 // held 1 and 2 before; 3 needs no change to the tables.
 //
+// An in-progress record is kept for the retention Reserve passes, or until
+// its lease and the grace after it end if that is later, and Renew moves
+// its expiry to the end of the new lease's grace when that is later: work
+// that outlives the retention keeps its grace, and the record is still
+// there for the first Reserve after the lease to grant it.
+//
 // Complete, Renew and Release are one UPDATE or DELETE each, guarded by the
 // token, the in-progress state and the expiry. When it changes no row, one
 // read tells a completion re-sent by its owner (nil) or a release of a

@@ -13,7 +13,14 @@ import (
 // never expire.
 //
 // Expiry is the database's clock, as everywhere: Reserve and Get never
-// return an expired record as live, so the janitor only reclaims space.
+// return an expired record as live, so the janitor only reclaims space. An
+// in-progress record is deleted only once its lease and the grace after it
+// have ended too, whatever its expiry says (a record written by a version
+// that let the expiry end with the lease): the grace is a quarter of the
+// lease, which is not stored but never exceeds lease_until - created_at
+// (the claim came at created_at, its renewals and grace later), so the
+// sweep waits until lease_until + (lease_until - created_at)/4, never
+// before the grace's end. A completed record goes at its expiry.
 func (l *Layer) DeleteExpired(ctx context.Context, batch int) (n int64, err error) {
 	if batch <= 0 {
 		return 0, fmt.Errorf("sqllayer: DeleteExpired: batch %d must be positive", batch)

@@ -72,3 +72,68 @@ func TestDeleteExpired(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteExpiredSparesLeases: the janitor deletes an in-progress record
+// only once its lease and the grace after it have ended, whatever its
+// expiry says (a record written by a version whose claims expired with
+// their lease): one whose lease runs, or whose lease lapsed within its
+// grace, stays; one past its grace goes, and so does a completed one.
+func TestDeleteExpiredSparesLeases(t *testing.T) {
+	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
+		b := setup(t, s)
+		l, db := b.layer(t)
+		scope := testenv.Name("spare")
+		// Seconds from the database's now. The lease is not stored; it is
+		// at most lease_until - created_at, and its grace a quarter of it.
+		rows := []struct {
+			name                    string
+			created, lease, expires int
+			complete, kept          bool
+		}{
+			{"lease running", -60, 60, -1, false, true},
+			{"lapsed within its grace", -90, -10, -10, false, true}, // grace at most 20 s
+			{"past its grace", -90, -30, -30, false, false},         // grace ended 15 s ago at most
+			{"completed", -90, 0, -1, true, false},
+		}
+		keys := make([]idem.Key, len(rows))
+		for i, r := range rows {
+			keys[i] = idem.NewKey(scope, r.name)
+			rec, _, err := l.Reserve(ctx(t), keys[i], "fp", time.Hour, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set := fmt.Sprintf("created_at = %s, lease_until = %s", dbAt(s, r.created), dbAt(s, r.lease))
+			if r.complete {
+				if err := l.Complete(ctx(t), keys[i], rec.Token, []byte("r"), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				set = fmt.Sprintf("created_at = %s", dbAt(s, r.created))
+			}
+			d := keys[i].Digest()
+			q := fmt.Sprintf("UPDATE %s SET %s, expires_at = %s WHERE key_digest = ?", b.records, set, dbAt(s, r.expires))
+			if _, err := db.ExecContext(ctx(t), q, d[:]); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if _, err := l.DeleteExpired(ctx(t), 10); err != nil {
+			t.Fatalf("DeleteExpired: %v", err)
+		}
+		for i, r := range rows {
+			d := keys[i].Digest()
+			if kept := count(t, db, b.records, "key_digest = ?", d[:]) == 1; kept != r.kept {
+				t.Errorf("%s: kept %v after the sweep, want %v", r.name, kept, r.kept)
+			}
+		}
+	})
+}
+
+// dbAt is the SQL for sec seconds from the database's now on s.
+func dbAt(s *testenv.SQL, sec int) string {
+	switch s.Kind {
+	case "postgres":
+		return fmt.Sprintf("clock_timestamp() + interval '%d second'", sec)
+	case "mysql":
+		return fmt.Sprintf("UTC_TIMESTAMP(6) + INTERVAL %d SECOND", sec)
+	}
+	return fmt.Sprintf("(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000 + %d)", sec*1_000_000)
+}

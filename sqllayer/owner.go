@@ -122,7 +122,8 @@ func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 
 // Renew implements idem.Layer: an UPDATE guarded like Complete's that sets
 // the lease to lease from the database's now and moves the expiry along if
-// the lease would outlive it.
+// the lease and its grace (lease/4) would outlive it, so that work running
+// past the retention keeps its grace.
 func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease time.Duration) error {
 	if err := l.check(ctx, key); err != nil {
 		return err
@@ -131,8 +132,9 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 		return fmt.Errorf("sqllayer: lease must be positive (%v)", lease)
 	}
 	d := key.Digest()
+	us := micros(lease)
 	err := l.retry(ctx, func() error {
-		n, err := affected(ctx, l.pool(), l.st.renew, d[:], bin(token), micros(lease))
+		n, err := affected(ctx, l.pool(), l.st.renew, d[:], bin(token), us, us+graceOf(us))
 		if err != nil || n == 1 {
 			return err
 		}

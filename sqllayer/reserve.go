@@ -24,7 +24,7 @@ type claim struct {
 	client any
 	fp     []byte
 	lease  int64 // microseconds
-	expiry int64 // microseconds: max(ttl, lease)
+	expiry int64 // microseconds: see claimLife
 }
 
 // args returns the arguments ?0…?6 of the claim statements for token, and
@@ -72,7 +72,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		client: l.text(label(key.ClientKey())),
 		fp:     bin(fingerprint),
 		lease:  micros(lease),
-		expiry: micros(max(ttl, lease)),
+		expiry: claimLife(micros(lease), micros(ttl)),
 	}
 	rec, claimed, err := l.claimKey(ctx, c)
 	if err != nil {
@@ -80,6 +80,17 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	}
 	return rec, claimed, nil
 }
+
+// graceOf is the grace, in microseconds, that a Reserve passing a lease of
+// lease microseconds grants a lapsed lease: a quarter of it.
+func graceOf(lease int64) int64 { return lease / 4 }
+
+// claimLife returns how long, in microseconds, a claim with lease and ttl
+// (microseconds) is kept: the ttl, or the lease and its grace if they end
+// later, so that a lapsed lease finds its record there to grant the grace
+// however the retention compares with the lease. A completion then keeps
+// the record for its own ttl.
+func claimLife(lease, ttl int64) int64 { return max(ttl, lease+graceOf(lease)) }
 
 // errRounds reports a key whose row kept changing under one Reserve.
 var errRounds = fmt.Errorf("%w: reserve: the record changed %d times between statements", ErrConflict, maxRounds)
@@ -241,7 +252,7 @@ func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string,
 // lapsed and not yet in a grace. It returns the record as readers now see
 // it (in progress); ok is false when another caller changed the row first.
 func (l *Layer) grace(ctx context.Context, q querier, c *claim, r *row) (idem.Record, bool, error) {
-	graceLen := c.lease / 4
+	graceLen := graceOf(c.lease)
 	args := []any{c.digest, r.token, graceLen, c.fp}
 	rec := r.record(c.key, l.resolution)
 	rec.State = idem.StateInProgress

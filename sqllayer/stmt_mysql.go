@@ -58,9 +58,10 @@ WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > UTC_TI
 
 	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > UTC_TIMESTAMP(6)`,
 
+	// ?3 is the lease and its grace: the record outlives both.
 	renew: `UPDATE {R}
 SET state = 1, lease_until = UTC_TIMESTAMP(6) + INTERVAL ?2 MICROSECOND,
-	expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ?2 MICROSECOND)
+	expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ?3 MICROSECOND)
 WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > UTC_TIMESTAMP(6)`,
 
 	get: `SELECT fingerprint, state, result, lease_until, expires_at, ` + myLeft + ` FROM {R}
@@ -86,8 +87,12 @@ ON DUPLICATE KEY UPDATE
 
 	version: `SELECT version FROM {V} WHERE source = ?0 AND external_id = ?1`,
 
+	// An in-progress record goes only once its lease and grace ended too
+	// (see DeleteExpired).
 	sweep: [2]string{
-		`DELETE FROM {R} WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?0`,
+		`DELETE FROM {R} WHERE expires_at <= UTC_TIMESTAMP(6)
+	AND (state = 2 OR lease_until + INTERVAL (TIMESTAMPDIFF(MICROSECOND, created_at, lease_until) DIV 4) MICROSECOND <= UTC_TIMESTAMP(6))
+ORDER BY expires_at LIMIT ?0`,
 		`DELETE FROM {E} WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?0`,
 	},
 }

@@ -88,9 +88,10 @@ WHERE key_digest = ?0 AND token = ?1::bytea AND state IN (1, 3) AND expires_at >
 
 	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > clock_timestamp()`,
 
+	// ?3 is the lease and its grace: the record outlives both.
 	renew: `UPDATE {R} AS r
 SET state = 1, lease_until = c.now + ?2::bigint * interval '1 microsecond',
-	expires_at = GREATEST(r.expires_at, c.now + ?2::bigint * interval '1 microsecond')
+	expires_at = GREATEST(r.expires_at, c.now + ?3::bigint * interval '1 microsecond')
 FROM (SELECT clock_timestamp() AS now) c
 WHERE r.key_digest = ?0 AND r.token = ?1::bytea AND r.state IN (1, 3) AND r.expires_at > c.now`,
 
@@ -117,10 +118,13 @@ WHERE v.version < excluded.version`,
 
 	// SKIP LOCKED leaves rows a transaction holds (a CompleteTx in flight)
 	// for a later batch; FOR UPDATE re-checks the expiry of a row that
-	// changed before it was locked.
+	// changed before it was locked. An in-progress record goes only once
+	// its lease and grace ended too (see DeleteExpired).
 	sweep: [2]string{
 		`DELETE FROM {R} WHERE key_digest IN (
-	SELECT key_digest FROM {R} WHERE expires_at <= now() LIMIT ?0 FOR UPDATE SKIP LOCKED)`,
+	SELECT key_digest FROM {R} WHERE expires_at <= now()
+		AND (state = 2 OR lease_until + (lease_until - created_at) / 4 <= now())
+	LIMIT ?0 FOR UPDATE SKIP LOCKED)`,
 		`DELETE FROM {E} WHERE (consumer, event_id) IN (
 	SELECT consumer, event_id FROM {E} WHERE expires_at <= now() LIMIT ?0 FOR UPDATE SKIP LOCKED)`,
 	},

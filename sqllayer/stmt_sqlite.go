@@ -49,8 +49,9 @@ WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > ` + li
 
 	live: `SELECT 1 FROM {R} WHERE key_digest = ?0 AND expires_at > ` + liteNow,
 
+	// ?3 is the lease and its grace: the record outlives both.
 	renew: `UPDATE {R}
-SET state = 1, lease_until = ` + liteNow + ` + ?2, expires_at = max(expires_at, ` + liteNow + ` + ?2)
+SET state = 1, lease_until = ` + liteNow + ` + ?2, expires_at = max(expires_at, ` + liteNow + ` + ?3)
 WHERE key_digest = ?0 AND token = ?1 AND state IN (1, 3) AND expires_at > ` + liteNow,
 
 	get: `SELECT fingerprint, state, result, lease_until, expires_at, ` + liteLeft + ` FROM {R}
@@ -73,8 +74,11 @@ WHERE v.version < excluded.version`,
 
 	version: `SELECT version FROM {V} WHERE source = ?0 AND external_id = ?1`,
 
+	// An in-progress record goes only once its lease and grace ended too
+	// (see DeleteExpired).
 	sweep: [2]string{
-		`DELETE FROM {R} WHERE rowid IN (SELECT rowid FROM {R} WHERE expires_at <= ` + liteNow + ` LIMIT ?0)`,
+		`DELETE FROM {R} WHERE rowid IN (SELECT rowid FROM {R} WHERE expires_at <= ` + liteNow + `
+	AND (state = 2 OR lease_until + (lease_until - created_at) / 4 <= ` + liteNow + `) LIMIT ?0)`,
 		`DELETE FROM {E} WHERE rowid IN (SELECT rowid FROM {E} WHERE expires_at <= ` + liteNow + ` LIMIT ?0)`,
 	},
 }

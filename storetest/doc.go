@@ -8,7 +8,9 @@
 // the store's clock and running down with it; and a lapsed lease is first
 // given a grace of a quarter of the lease (the owner's token still works,
 // concurrent Reserves grant it once), and only a Reserve after the grace
-// takes it over.
+// takes it over. That grace holds whatever the retention: a claim's record
+// outlives its lease and grace however long the work runs, and a store's
+// sweep of expired records never deletes it first.
 //
 // The suite works against slow, out-of-process stores: it uses short real
 // leases (a few hundred milliseconds) and no long sleeps, and a store with an

@@ -57,7 +57,9 @@ func (s *suite) expiresIn(t *testing.T) {
 	l, other := s.h.New(t), s.h.New(t)
 	const retention = long / 2 // unlike the claim's ttl, so a completion's own shows
 
-	k, claim := s.claim(t, l, long)
+	// A lease short enough that the claim is kept for its ttl: a longer
+	// one, with its grace, would keep it longer.
+	k, claim := s.claim(t, l, long/2)
 	s.wantLeft(t, "the claim", claim, long, 0)
 	written := s.now()
 	reads := []struct {

@@ -29,10 +29,19 @@ type Harness struct {
 
 	// Tick is the lease the expiry tests use; they wait 2×Tick for a lease to
 	// lapse, and the grace cases grant graces of 2×Tick (10×Tick for the
-	// concurrent one) and wait them out. Default DefaultTick. A backend
+	// concurrent one) and wait them out; the retention cases hold leases
+	// of up to 24×Tick. Default DefaultTick. A backend
 	// whose clock has coarse resolution or whose calls are slow asks for
 	// more.
 	Tick time.Duration
+
+	// Sweep deletes what the backend's own sweep of expired records would
+	// delete now (the SQL layer's DeleteExpired, the janitor's work; the
+	// memory layer's lazy sweep). The retention cases run it between their
+	// calls, to check that it never deletes a claim its owner may still
+	// complete. Nil when the backend has no sweep of its own (Redis expires
+	// keys itself).
+	Sweep func(t *testing.T)
 
 	// Contenders scales the concurrency tests: goroutines on one key (default
 	// 64) and keys in the many-keys test (default 500, each with 8
@@ -83,6 +92,9 @@ func Run(t *testing.T, h Harness) {
 		{"GraceOncePerLapse", s.graceOncePerLapse},
 		{"GraceConcurrentReserves", s.graceConcurrent},
 		{"GraceOutlivesTheExpiry", s.graceOutlivesExpiry},
+		{"GraceOutlivesTheRetention", s.renewedPastRetention},
+		{"SweepKeepsLapsedClaim", s.sweepKeepsLapsedClaim},
+		{"NotLiveAtItsExpiry", s.notLiveAtExpiry},
 		{"ExpiredLeaseOtherFingerprintKept", s.expiredLeaseOtherFingerprint},
 		{"ExpiresIn", s.expiresIn},
 		{"ExpiresInNotPastTheRecord", s.expiresInBound},
