@@ -20,8 +20,11 @@ import (
 //
 // Its main use is completing the key in the function's own database
 // transaction, so that idem's record and the business rows commit together:
-// sqllayer's CompleteReservation. Its key and token also make a good
-// idempotency key for a downstream service (Key().Hex()).
+// sqllayer's CompleteReservation. Behind the HTTP middleware and the gRPC
+// interceptor, taking it says the handler completes it that way (see
+// ReservationFrom). A handler that only needs its key — to derive an
+// idempotency key for a downstream service (Key().Hex()) — reads it with
+// KeyFrom, which takes nothing.
 //
 // A Reservation is safe for concurrent use. It ends when the function
 // returns: a completion attempted later is refused.
@@ -322,4 +325,20 @@ func ReservationFrom(ctx context.Context) (r *Reservation, ok bool) {
 		r.taken.Store(true)
 	}
 	return r, true
+}
+
+// KeyFrom returns the key of the execution ctx belongs to, as
+// ReservationFrom's reservation holds it, without taking the reservation:
+// a handler behind the HTTP middleware or the gRPC interceptor that reads
+// it still answers as usual (its response is stored when it returns).
+// Derive a downstream service's idempotency key from it (Key().Hex()), so
+// that a retry of the work after a lost lease repeats no side effect there.
+// ok is false outside an execution, and for work run without a decision
+// under WithFailOpen.
+func KeyFrom(ctx context.Context) (k Key, ok bool) {
+	r, ok := ctx.Value(reservationKey{}).(*Reservation)
+	if !ok || r == nil {
+		return Key{}, false
+	}
+	return r.key, true
 }

@@ -50,3 +50,32 @@ func TestContextWithReservation(t *testing.T) {
 		t.Fatal("a reservation outside an execution")
 	}
 }
+
+// Behind code that requires the completion, ReservationFrom takes the
+// reservation and KeyFrom does not: a function that only read its key has
+// nothing left uncompleted; one that took the reservation and never wrote
+// a completion has.
+func TestReservationTakenOnlyByReservationFrom(t *testing.T) {
+	k := idem.NewKey("", "k")
+	res, owner := idem.NewReservation(nil, idem.Record{Key: k, Token: "t"}, time.Hour)
+	ctx := idem.ContextWithReservation(context.Background(), res)
+	if _, ok := idem.ReservationFrom(ctx); !ok { // before RequireCompletion: the runner's own read
+		t.Fatal("no reservation")
+	}
+	res.RequireCompletion()
+	if got, ok := idem.KeyFrom(ctx); !ok || got != k {
+		t.Fatalf("KeyFrom = %v, %v", got, ok)
+	}
+	if e := owner.InTx(); e.Uncompleted {
+		t.Fatal("reading the key took the reservation")
+	}
+	if _, ok := idem.ReservationFrom(ctx); !ok {
+		t.Fatal("no reservation")
+	}
+	if e := owner.End(); !e.Uncompleted || e.InTx {
+		t.Fatalf("after ReservationFrom and no completion: %+v, want uncompleted", e)
+	}
+	if _, ok := idem.KeyFrom(context.Background()); ok {
+		t.Fatal("a key outside an execution")
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // unreleased is how long a /slow handler waits for its row to release it.
@@ -189,6 +191,11 @@ func (a *app) end(w http.ResponseWriter, r *http.Request, n int64, how string) {
 		// Writes a whole response (held), then panics.
 		writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"order":%d}`, n))
 		panic("idemtest: handler panic after writing")
+	case "key-only":
+		// Reads its key, for a downstream service's idempotency key, and
+		// answers as usual: nothing is taken.
+		k, ok := idem.KeyFrom(r.Context())
+		writeJSON(w, http.StatusCreated, fmt.Sprintf(`{"order":%d,"downstream_key":%q,"ok":%v}`, n, k.Hex()[:8], ok))
 	case "goexit":
 		// Ends its goroutine: neither a return nor a panic.
 		runtime.Goexit()

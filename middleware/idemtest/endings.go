@@ -62,6 +62,8 @@ func Endings() []Ending {
 		{Name: "works longer than the lease", First: theResponse, Stored: "the response (renewals keep the claim; a duplicate meanwhile waits, then 409)", Retry: sameResponse, Runs: 1},
 		{Name: "works longer than the retention", First: theResponse, Stored: "the response (the claim outlives its lease and grace)", Retry: sameResponse, Runs: 1},
 
+		{Name: "reads its key with idem.KeyFrom (a downstream idempotency key), writes a response", First: theResponse, Stored: "the response", Retry: sameResponse, Runs: 1},
+
 		{Name: "writes, completes, commits", Reservation: true, First: committed, Stored: "the response, with the business rows", Retry: sameResponse, Runs: 1},
 		{Name: "its transaction fails before completing; it writes nothing", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
 		{Name: "writes, then its transaction fails before completing", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},

@@ -40,6 +40,7 @@ var rows = []row{
 	// The handler-ending table (Endings) beyond the rows above.
 	{name: "ending: writes nothing", fn: writesNothing},
 	{name: "ending: an empty 200 on purpose", fn: emptyOnPurpose},
+	{name: "ending: reads its key only", fn: keyOnly},
 	{name: "ending: headers changed after WriteHeader", fn: lateHeaders},
 	{name: "ending: writes, then panics", fn: writeThenPanic},
 	{name: "ending: runtime.Goexit", fn: goexit},

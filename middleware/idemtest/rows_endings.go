@@ -2,6 +2,7 @@ package idemtest
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,21 @@ func emptyOnPurpose(t *testing.T, e *env) {
 	a := s1.send(t, q)
 	if a.status != http.StatusOK || len(a.body) != 0 {
 		t.Fatalf("first %d %q, want an empty 200", a.status, a.body)
+	}
+	wantReplay(t, a, s2.send(t, q))
+	wantRuns(t, e, 1)
+}
+
+// keyOnly: a handler that reads its key (idem.KeyFrom) for a downstream
+// service answers as any handler does: its response is stored and
+// replayed, since it took no reservation.
+func keyOnly(t *testing.T, e *env) {
+	s1, s2 := e.start(t, nil), e.start(t, nil)
+	q := request{path: "/end/key-only", key: newKey(), body: payBody}
+	a := s1.send(t, q)
+	wantStatus(t, a, http.StatusCreated)
+	if !strings.Contains(string(a.body), `"ok":true`) {
+		t.Fatalf("the handler found no key: %q", a.body)
 	}
 	wantReplay(t, a, s2.send(t, q))
 	wantRuns(t, e, 1)
