@@ -26,6 +26,7 @@ type Builder struct {
 	maxBytes   int64
 	maxDepth   int
 	mode       mode                 // how JSON is read where Go and RFC 8785 differ
+	jsonBodies bool                 // every identity-encoded body is JSON (WithJSONBodies)
 	memo       atomic.Pointer[memo] // digests of recent inputs, see memo.go
 	calls      atomic.Uint32        // calls before the memo exists
 }
@@ -56,6 +57,8 @@ func New(opts ...Option) (*Builder, error) {
 		maxBytes: c.maxBytes,
 		maxDepth: c.maxDepth,
 		mode:     exactInts | foldNames,
+
+		jsonBodies: c.jsonBodies,
 	}
 	if c.caseSensitive {
 		b.mode = exactInts

@@ -48,6 +48,7 @@ type config struct {
 	maxBytes      int64
 	maxDepth      int
 	caseSensitive bool
+	jsonBodies    bool
 }
 
 func defaults() config {
@@ -240,6 +241,22 @@ func WithMaxDepth(n int) Option {
 // fingerprint, since "Amount" does not count.
 func WithCaseSensitiveNames(on bool) Option {
 	return func(c *config) error { c.caseSensitive = on; return nil }
+}
+
+// WithJSONBodies reads every body as JSON, whatever its Content-Type, when
+// on: a client that sends JSON as text/plain, or with curl -d (which says
+// application/x-www-form-urlencoded), or with no Content-Type at all, gets
+// the canonical JSON fingerprint, with the deny-list applied, so that a
+// retry with a new timestamp is the same request. Such a body is hashed as
+// application/json is, so the same JSON sent with and without the right
+// type has one fingerprint. A body that is not JSON is then an error
+// (ErrInvalidJSON: a 400 behind the middleware), and a body with a
+// Content-Encoding other than identity still counts as its bytes. Default
+// off: only application/json and +json types are read as JSON, forms as
+// forms, and anything else counts as its bytes and media type. Turn it on
+// for an API that takes nothing but JSON.
+func WithJSONBodies(on bool) Option {
+	return func(c *config) error { c.jsonBodies = on; return nil }
 }
 
 // DefaultRoute is the route function of a Builder unless WithRoute replaces

@@ -19,8 +19,9 @@ import (
 // by the allow- and deny-lists; application/x-www-form-urlencoded is canonicalized with its
 // fields sorted and the lists applied to its names; anything else, and any
 // body with a Content-Encoding other than identity, counts as its bytes
-// together with its media type. An empty body has its own fingerprint,
-// whatever its type.
+// together with its media type — unless WithJSONBodies, which reads every
+// identity-encoded body as application/json. An empty body has its own
+// fingerprint, whatever its type.
 //
 // A body over the size limit fails with ErrBodyTooLarge, and r.Body then still
 // yields the whole body. A JSON body that is not I-JSON fails with the
@@ -78,6 +79,9 @@ func (b *Builder) RequestBody(r *http.Request, body []byte) (string, error) {
 	if len(body) > 0 {
 		mt, enc = mediaType(r.Header)
 		kind = bodyKind(mt, enc)
+		if b.jsonBodies && enc == "" && kind != bodyJSON {
+			kind, mt = bodyJSON, "application/json" // hashed as if sent as JSON
+		}
 	}
 	var k [32]byte
 	var m *memo

@@ -36,15 +36,13 @@ func NewHandler(store *tiered.Store, opts ...Option) (*Handler, error) {
 			errs = append(errs, err)
 		}
 	}
+	fp, err := fingerprint.New(c.fpOpts...)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("WithFingerprint: %w", err))
+	}
+	c.fp = fp
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: middleware: %w", idem.ErrConfig, err)
-	}
-	if c.fp == nil {
-		fp, err := fingerprint.New() // the defaults: it cannot fail
-		if err != nil {
-			return nil, fmt.Errorf("%w: middleware: the default fingerprint: %w", idem.ErrConfig, err)
-		}
-		c.fp = fp
 	}
 	return &Handler{store: store, c: c}, nil
 }

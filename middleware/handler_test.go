@@ -168,7 +168,7 @@ func TestLatePanicAborts(t *testing.T) {
 // them; nothing silently keeps a default any more.
 func TestOptionsRefuseNonsense(t *testing.T) {
 	_, err := NewHandler(nil, WithKeyHeader("bad header"), WithBodyLimit(-1), WithResponseLimit(-1),
-		WithKeep(nil), WithErrorWriter(nil), WithFingerprint(nil), WithReplayMarker("bad marker"),
+		WithKeep(nil), WithErrorWriter(nil), WithFingerprint(fingerprint.WithMaxDepth(-1)), WithReplayMarker("bad marker"),
 		WithStatuses(Statuses{InFlight: 99, Mismatch: 409, Failed: 600}), WithReplayHeaders("location", "bad name"),
 		WithRetryAfter(1500*time.Millisecond, 0), WithMethods("POST", ""))
 	if !errors.Is(err, idem.ErrConfig) {
@@ -214,7 +214,7 @@ func TestZeroLimitsAreNone(t *testing.T) {
 	big := strings.Repeat("x", DefaultBodyLimit+DefaultResponseLimit)
 	runs := 0
 	h := must.Get(New(newTestStore(t), WithBodyLimit(0), WithResponseLimit(0),
-		WithFingerprint(must.Get(fingerprint.New(fingerprint.WithMaxBytes(0)))(t))))(t)(
+		WithFingerprint(fingerprint.WithMaxBytes(0))))(t)(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			runs++
 			b, _ := io.ReadAll(r.Body)
@@ -269,6 +269,41 @@ func TestProblemDetailsForClients(t *testing.T) {
 			}
 			if d := p.Detail; d[0] < 'A' || d[0] > 'Z' || !strings.HasSuffix(d, ".") {
 				t.Fatalf("detail %q is not a sentence", d)
+			}
+		})
+	}
+}
+
+// JSON sent as text/plain with a new timestamp is a 422 by default (its
+// bytes count) and a replay with WithFingerprint(WithJSONBodies(true)).
+func TestFingerprintJSONBodies(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		opts  []Option
+		retry int
+	}{
+		{"default", nil, http.StatusUnprocessableEntity},
+		{"json bodies", []Option{WithFingerprint(fingerprint.WithJSONBodies(true))}, http.StatusCreated},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runs := 0
+			h := must.Get(New(newTestStore(t), c.opts...))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs++
+				w.WriteHeader(http.StatusCreated)
+			}))
+			send := func(body string) int {
+				req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(body))
+				req.Header.Set("Content-Type", "text/plain")
+				req.Header.Set("Idempotency-Key", "k")
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				return rec.Code
+			}
+			if got := send(`{"amount":1,"timestamp":"10:00:00"}`); got != http.StatusCreated {
+				t.Fatalf("first: %d", got)
+			}
+			if got := send(`{"amount":1,"timestamp":"10:00:05"}`); got != c.retry || runs != 1 {
+				t.Fatalf("retry with a new timestamp: %d after %d runs, want %d after 1", got, runs, c.retry)
 			}
 		})
 	}

@@ -55,6 +55,7 @@ type config struct {
 	methods       []string
 	scope         func(*http.Request) string
 	fp            *fingerprint.Builder
+	fpOpts        []fingerprint.Option // WithFingerprint's, for fingerprint.New
 	bodyLimit     int64
 	responseLimit int
 	keep          func(status int) bool
@@ -133,17 +134,18 @@ func WithScope(scope func(r *http.Request) string) Option {
 	return func(c *config) error { c.scope = scope; return nil }
 }
 
-// WithFingerprint sets the Builder that decides what "the same request"
-// means. Default fingerprint.New(): method, escaped URL path, query and the
-// body (canonical JSON without the default noisy fields). nil is an error:
-// every request needs a fingerprint (leave the option out for the
-// default).
-func WithFingerprint(b *fingerprint.Builder) Option {
+// WithFingerprint sets what "the same request" means, with the options of
+// package fingerprint over its defaults: method, escaped URL path, query and
+// the body (canonical JSON without the default noisy fields), as
+// fingerprint.New() gives. Calls add up, and so does idemgrpc's option of
+// the same name, which takes the same options. Options fingerprint.New
+// refuses make NewHandler fail. For example, an API that takes nothing but
+// JSON, some of whose clients send it as text/plain:
+//
+//	middleware.WithFingerprint(fingerprint.WithJSONBodies(true), fingerprint.WithDeny("items[*].client_ts"))
+func WithFingerprint(opts ...fingerprint.Option) Option {
 	return func(c *config) error {
-		if b == nil {
-			return errors.New("WithFingerprint(nil): leave the option out for the default Builder")
-		}
-		c.fp = b
+		c.fpOpts = append(c.fpOpts, opts...)
 		return nil
 	}
 }
