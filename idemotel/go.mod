@@ -31,5 +31,3 @@ require (
 )
 
 replace github.com/idemkit/idem => ..
-
-replace github.com/idemkit/idem/idemprom => ../idemprom
