@@ -34,7 +34,7 @@ const (
 // error.
 //
 // Batching pays under concurrency, where it saves statements and commits:
-// in the benchmarks (see the README), new keys ran at about 1.5 to 2 times
+// in the benchmarks (see docs/benchmarks.md), new keys ran at about 1.5 to 2 times
 // the throughput of unbatched calls at 16 and 64 concurrent requests on
 // Postgres, somewhat less on MariaDB, and on SQLite only at 64; at one
 // request at a time it runs what an unbatched call runs, and costs the
