@@ -50,7 +50,7 @@ func TestExamplesPaste(t *testing.T) {
 func unpastable(t *testing.T, path string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, nil, 0)
+	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatalf("parsing %s: %v", path, err)
 	}
@@ -72,12 +72,10 @@ func unpastable(t *testing.T, path string) []string {
 	}
 	declared := directoryDecls(t, filepath.Dir(path), f.Name.Name)
 	for _, fn := range examples {
+		local := localNames(fn.Body)
 		seen := map[string]bool{}
 		inspectIdents(fn.Body, func(id *ast.Ident) {
-			if id.Obj != nil && f.Scope.Lookup(id.Name) != id.Obj {
-				return // declared inside the example
-			}
-			if !declared[id.Name] || strings.HasPrefix(id.Name, "Example") || seen[id.Name] {
+			if local[id.Name] || !declared[id.Name] || strings.HasPrefix(id.Name, "Example") || seen[id.Name] {
 				return
 			}
 			seen[id.Name] = true
@@ -96,6 +94,50 @@ func unpastable(t *testing.T, path string) []string {
 		})
 	}
 	return bad
+}
+
+// localNames lists the names body declares itself: variables, constants,
+// types, and the parameters of its function literals.
+func localNames(body *ast.BlockStmt) map[string]bool {
+	names := map[string]bool{}
+	add := func(exprs ...ast.Expr) {
+		for _, e := range exprs {
+			if id, ok := e.(*ast.Ident); ok {
+				names[id.Name] = true
+			}
+		}
+	}
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			if n.Tok == token.DEFINE {
+				add(n.Lhs...)
+			}
+		case *ast.RangeStmt:
+			if n.Tok == token.DEFINE {
+				add(n.Key, n.Value)
+			}
+		case *ast.ValueSpec:
+			for _, id := range n.Names {
+				names[id.Name] = true
+			}
+		case *ast.TypeSpec:
+			names[n.Name.Name] = true
+		case *ast.FuncType:
+			for _, l := range []*ast.FieldList{n.Params, n.Results} {
+				if l == nil {
+					continue
+				}
+				for _, fld := range l.List {
+					for _, id := range fld.Names {
+						names[id.Name] = true
+					}
+				}
+			}
+		}
+		return true
+	})
+	return names
 }
 
 // directoryDecls lists the package-level names declared by the files of dir
