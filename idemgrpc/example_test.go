@@ -35,11 +35,32 @@ func ExampleUnaryServerInterceptor() {
 		log.Fatal(err)
 	}
 	runs := 0
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(icpt))
-	srv.RegisterService(&serviceDesc, &service{charge: func(_ context.Context, req *structpb.Struct) (*structpb.Struct, error) {
+	charge := func(_ context.Context, req *structpb.Struct) (*structpb.Struct, error) {
 		runs++
 		return structpb.NewStruct(map[string]any{"payment": "p-1", "amount": req.GetFields()["amount"].GetNumberValue()})
-	}})
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(icpt))
+	// The service is declared by hand so that the example needs no generated
+	// code; a real one registers its generated server instead
+	// (pb.RegisterPaymentsServer(srv, impl)), and the interceptor is the same.
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "example.Payments",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Charge",
+			Handler: func(impl any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+				in := new(structpb.Struct)
+				if err := dec(in); err != nil {
+					return nil, err
+				}
+				call := func(ctx context.Context, req any) (any, error) { return charge(ctx, req.(*structpb.Struct)) }
+				if icpt == nil {
+					return call(ctx, in)
+				}
+				return icpt(ctx, in, &grpc.UnaryServerInfo{Server: impl, FullMethod: "/example.Payments/Charge"}, call)
+			},
+		}},
+	}, struct{}{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
@@ -60,7 +81,7 @@ func ExampleUnaryServerInterceptor() {
 		}
 		var header metadata.MD
 		resp := new(structpb.Struct)
-		err := conn.Invoke(ctx, "/idemtest.Payments/Charge", req, resp, grpc.Header(&header))
+		err := conn.Invoke(ctx, "/example.Payments/Charge", req, resp, grpc.Header(&header))
 		if err != nil {
 			fmt.Println(status.Code(err), status.Convert(err).Message())
 			continue

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/uptrace/bun"
@@ -74,14 +76,23 @@ func ExampleNew_reservation() {
 			log.Print(err) // nothing committed: the middleware answers 500 and the retry runs again
 		}
 	})
+	// post sends a payment with its idempotency key and prints the answer.
+	post := func(path, key, body string) {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get("Location"), rec.Body.String())
+	}
 
-	post(r, "/charges", "pay-7", `{"amount":4200}`)
-	post(r, "/charges", "pay-7", `{"amount":4200}`) // the retry after a lost response
+	post("/charges", "pay-7", `{"amount":4200}`)
+	post("/charges", "pay-7", `{"amount":4200}`) // the retry after a lost response
 	// The INSERT fails (the CHECK): the handler logs it and returns without
 	// writing. Nothing committed, nothing stored: a 500 problem, and the
 	// retry runs the handler again.
-	post(r, "/charges", "pay-8", `{"amount":-1}`)
-	post(r, "/charges", "pay-8", `{"amount":-1}`)
+	post("/charges", "pay-8", `{"amount":-1}`)
+	post("/charges", "pay-8", `{"amount":-1}`)
 	var n int
 	if err := db.NewRaw("SELECT count(*) FROM charges").Scan(ctx, &n); err != nil {
 		log.Fatal(err)

@@ -14,16 +14,6 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// post sends a payment with key through h and prints the answer.
-func post(h http.Handler, path, key, body string) {
-	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	fmt.Println(rec.Code, rec.Header().Get("Location"), rec.Body.String())
-}
-
 // A retry with the same key gets the first response, and the handler runs
 // once. Real services put Redis and SQL layers in the Store.
 func Example() {
@@ -49,9 +39,18 @@ func Example() {
 		log.Fatal(err)
 	}
 	h := mw(pay)
+	// post sends a payment with its idempotency key and prints the answer.
+	post := func(path, key, body string) {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get("Location"), rec.Body.String())
+	}
 
-	post(h, "/payments", "order-7", `{"amount":100}`)
-	post(h, "/payments", `"order-7"`, `{"amount": 100, "request_id": "retry-2"}`)
+	post("/payments", "order-7", `{"amount":100}`)
+	post("/payments", `"order-7"`, `{"amount": 100, "request_id": "retry-2"}`)
 	fmt.Println("handler runs:", runs)
 	// Output:
 	// 201 /payments/1 {"id":1,"run":1}
@@ -85,9 +84,18 @@ func ExampleNew_chi() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprint(w, `{"id":1}`)
 	})
+	// post sends a payment with its idempotency key and prints the answer.
+	post := func(path, key, body string) {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get("Location"), rec.Body.String())
+	}
 
-	post(r, "/payments", "order-7", `{"amount":100}`)
-	post(r, "/payments", "order-7", `{"amount":999}`)
+	post("/payments", "order-7", `{"amount":100}`)
+	post("/payments", "order-7", `{"amount":999}`)
 	// Output:
 	// 201 /payments/1 {"id":1}
 	// 422  {"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemMismatch","title":"Idempotency key reused","status":422,"detail":"This idempotency key was used for a different request."}

@@ -21,25 +21,18 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// openSQLite opens an in-memory SQLite database. An in-memory database
-// belongs to its connection, so the pool keeps exactly one. A file database
-// ("file:idem.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-// needs no such limit.
-func openSQLite(name string) *bun.DB {
-	sqldb, err := sql.Open("sqlite", "file:"+name+"?mode=memory&_pragma=busy_timeout(5000)")
+// The life of one idempotent operation on the embedded default, SQLite.
+func Example() {
+	ctx := context.Background()
+	// An in-memory database belongs to its connection, so the pool keeps
+	// exactly one; a file database, with _pragma=journal_mode(WAL) added to
+	// the DSN, needs no such limit.
+	sqldb, err := sql.Open("sqlite", "file:example?mode=memory&_pragma=busy_timeout(5000)")
 	if err != nil {
 		log.Fatal(err)
 	}
 	sqldb.SetMaxOpenConns(1)
-	sqldb.SetConnMaxLifetime(0)
-	sqldb.SetConnMaxIdleTime(0)
-	return bun.NewDB(sqldb, sqlitedialect.New())
-}
-
-// The life of one idempotent operation on the embedded default, SQLite.
-func Example() {
-	ctx := context.Background()
-	db := openSQLite("example")
+	db := bun.NewDB(sqldb, sqlitedialect.New())
 	defer db.Close()
 
 	layer, err := sqllayer.New(db)
@@ -81,7 +74,15 @@ func Example() {
 // handler leaves nothing behind.
 func ExampleLayer_InTx() {
 	ctx := context.Background()
-	db := openSQLite("example_intx")
+	// An in-memory database belongs to its connection, so the pool keeps
+	// exactly one; a file database, with _pragma=journal_mode(WAL) added to
+	// the DSN, needs no such limit.
+	sqldb, err := sql.Open("sqlite", "file:example_intx?mode=memory&_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	sqldb.SetMaxOpenConns(1)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
 	defer db.Close()
 	layer, err := sqllayer.New(db)
 	if err != nil {
@@ -118,7 +119,15 @@ func ExampleLayer_InTx() {
 // An HTTP handler whose completion commits with its own writes.
 func ExampleLayer_CompleteTx() {
 	ctx := context.Background()
-	db := openSQLite("example_completetx")
+	// An in-memory database belongs to its connection, so the pool keeps
+	// exactly one; a file database, with _pragma=journal_mode(WAL) added to
+	// the DSN, needs no such limit.
+	sqldb, err := sql.Open("sqlite", "file:example_completetx?mode=memory&_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	sqldb.SetMaxOpenConns(1)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
 	defer db.Close()
 	layer, err := sqllayer.New(db)
 	if err != nil {
@@ -154,7 +163,15 @@ func ExampleLayer_CompleteTx() {
 // newer than the one applied before.
 func ExampleLayer_AdvanceVersion() {
 	ctx := context.Background()
-	db := openSQLite("example_versions")
+	// An in-memory database belongs to its connection, so the pool keeps
+	// exactly one; a file database, with _pragma=journal_mode(WAL) added to
+	// the DSN, needs no such limit.
+	sqldb, err := sql.Open("sqlite", "file:example_versions?mode=memory&_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	sqldb.SetMaxOpenConns(1)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
 	defer db.Close()
 	layer, err := sqllayer.New(db)
 	if err != nil {
@@ -185,8 +202,11 @@ func ExampleLayer_AdvanceVersion() {
 }
 
 // Postgres through pgx, with a table name of the service's own.
+// connect_timeout bounds each new connection: database/sql opens them one at
+// a time, so a server that accepts a connection and never answers would
+// otherwise stall every later one.
 func ExampleNew_postgres() {
-	sqldb, err := sql.Open("pgx", "postgres://app@db.internal:5432/billing")
+	sqldb, err := sql.Open("pgx", "postgres://app@db.internal:5432/billing?connect_timeout=2")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -221,7 +241,15 @@ func ExampleDDL() {
 // and never writes again.
 func ExampleLayer_CompleteReservation() {
 	ctx := context.Background()
-	db := openSQLite("example_reservation")
+	// An in-memory database belongs to its connection, so the pool keeps
+	// exactly one; a file database, with _pragma=journal_mode(WAL) added to
+	// the DSN, needs no such limit.
+	sqldb, err := sql.Open("sqlite", "file:example_reservation?mode=memory&_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	sqldb.SetMaxOpenConns(1)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
 	defer db.Close()
 	layer, err := sqllayer.New(db)
 	if err != nil {

@@ -89,7 +89,9 @@ func ExampleNew() {
 	// ContextTimeoutEnabled lets the layers' short deadlines reach the socket.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	sqldb, err := sql.Open("pgx", "postgres://app@127.0.0.1:5432/app")
+	// connect_timeout keeps a server that accepts and never answers from
+	// stalling the pool's every later connection.
+	sqldb, err := sql.Open("pgx", "postgres://app@127.0.0.1:5432/app?connect_timeout=2")
 	if err != nil {
 		log.Fatal(err)
 	}
