@@ -56,7 +56,9 @@
 // The metadata WithReplayMetadata names reaches it only from there: what
 // the handler set of it after its answer was stored (after Result, for a
 // handler that completes in its transaction) reaches no call. Metadata not
-// named goes to the handler's own call directly, and is never replayed.
+// named reaches no call either, the handler's own included: what no retry
+// can get, the first caller does not get. Set such metadata in an
+// interceptor outside this one, or name it.
 //
 // A handler error releases the key by default, so a retry runs the handler
 // again: the HTTP middleware does the same for 5xx. WithKeep names the

@@ -41,11 +41,10 @@ func (e *handlerFailed) Unwrap() error { return e.err }
 // keeping.
 func (x *execution) run(ctx context.Context) ([]byte, error) {
 	x.led = true
-	var rec *recorder
-	if x.i.c.replayMD != nil {
-		rec = &recorder{inner: grpc.ServerTransportStreamFromContext(ctx), allow: x.i.c.replayMD, method: x.method}
-		ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
-	}
+	// The handler's metadata goes through the recorder, so that the call
+	// gets only what the record holds, as every replay does.
+	rec := &recorder{allow: x.i.c.replayMD, method: x.method}
+	ctx = grpc.NewContextWithServerTransportStream(ctx, rec)
 	if x.i.c.onPanic != nil {
 		defer x.tellPanic(ctx)
 	}
@@ -57,10 +56,7 @@ func (x *execution) run(ctx context.Context) ([]byte, error) {
 		res.RequireCompletion()
 	}
 	resp, err := x.handler(ctx, x.req)
-	a := answer{}
-	if rec != nil {
-		a.header, a.trailer = rec.header, rec.trailer
-	}
+	a := answer{header: rec.header, trailer: rec.trailer}
 	if err != nil {
 		st := status.Convert(err)
 		if !x.i.c.keep(st) {

@@ -194,9 +194,9 @@ func WithReplayHeader(on bool) Option {
 // are stored with its answer and replayed with it. The handler's own call
 // gets them from the stored answer too, as every replay: what the handler
 // sets of them after its answer was stored reaches no call, and a header it
-// sends goes out with the answer. Default: none — a replay
-// carries the response or the kept status, and no metadata of the
-// handler's but ReplayedHeader. Names are case-insensitive; binary keys
+// sends goes out with the answer. Default: none — every call, the
+// handler's own included, carries the response or the kept status and no
+// metadata of the handler's (a replay also carries ReplayedHeader). Names are case-insensitive; binary keys
 // ("-bin") are allowed. Calls add up. An invalid metadata key, a name
 // reserved by gRPC ("grpc-…") and ReplayedHeader are errors.
 func WithReplayMetadata(names ...string) Option {

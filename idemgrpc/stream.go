@@ -5,19 +5,17 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// recorder is the ServerTransportStream the handler sees when metadata is
-// replayed: it keeps the allowed keys the handler sets, to be stored with
-// its answer, and passes only the other keys on to the call's own stream
-// (nil when there is none). The allowed keys reach the call, as every
-// replay, from the stored answer: the call never sends what the record
-// does not hold. A header the handler sends (grpc.SendHeader) is only set
-// on the call's stream: it goes out with the answer, once the answer is
-// decided, so that the stored header can still join it. Only the handler's
-// goroutine uses a recorder while the handler runs, and the execution
-// reads it once the handler has returned.
+// recorder is the ServerTransportStream the handler sees: it keeps the
+// metadata keys WithReplayMetadata names, to be stored with its answer, and
+// drops the others. The kept keys reach the handler's own call, as every
+// replay, from the stored answer, so that the call never gets metadata the
+// record does not hold: what a retry cannot get, the first caller does not
+// get either. A header the handler sends (grpc.SendHeader) is kept the same
+// way and goes out with the answer, once the answer is decided. Only the
+// handler's goroutine uses a recorder while the handler runs, and the
+// execution reads it once the handler has returned.
 type recorder struct {
-	inner   grpc.ServerTransportStream
-	allow   map[string]bool
+	allow   map[string]bool // lower-case names; nil: none
 	method  string
 	header  metadata.MD
 	trailer metadata.MD
@@ -28,37 +26,22 @@ var _ grpc.ServerTransportStream = (*recorder)(nil)
 func (r *recorder) Method() string { return r.method }
 
 func (r *recorder) SetHeader(md metadata.MD) error {
-	var rest metadata.MD
-	r.header, rest = r.keep(r.header, md)
-	if r.inner == nil || len(rest) == 0 {
-		return nil
-	}
-	return r.inner.SetHeader(rest)
+	r.header = r.keep(r.header, md)
+	return nil
 }
 
-// SendHeader sets md as SetHeader does: the header goes out with the
-// answer.
 func (r *recorder) SendHeader(md metadata.MD) error { return r.SetHeader(md) }
 
 func (r *recorder) SetTrailer(md metadata.MD) error {
-	var rest metadata.MD
-	r.trailer, rest = r.keep(r.trailer, md)
-	if r.inner == nil || len(rest) == 0 {
-		return nil
-	}
-	return r.inner.SetTrailer(rest)
+	r.trailer = r.keep(r.trailer, md)
+	return nil
 }
 
-// keep adds the allowed entries of md to into, and returns the others in
-// rest. Keys are compared in lower case, as gRPC sends them.
-func (r *recorder) keep(into, md metadata.MD) (kept, rest metadata.MD) {
+// keep adds to into the keys of md that are allowed, and returns it.
+func (r *recorder) keep(into, md metadata.MD) metadata.MD {
 	for k, vs := range md {
 		lk := lower(k)
 		if !r.allow[lk] {
-			if rest == nil {
-				rest = metadata.MD{}
-			}
-			rest[k] = vs
 			continue
 		}
 		if into == nil {
@@ -66,7 +49,7 @@ func (r *recorder) keep(into, md metadata.MD) (kept, rest metadata.MD) {
 		}
 		into[lk] = append(into[lk], vs...)
 	}
-	return into, rest
+	return into
 }
 
 // lower returns s in ASCII lower case, without allocating when it is
