@@ -180,21 +180,10 @@ func (r *Reservation) decide(result []byte) ([]byte, error) {
 		result = append([]byte{}, result...) // the caller may reuse its slice
 	}
 	r.inTx = true
-	if !r.wrote(result) {
+	if !(Ending{Written: r.written}).Wrote(result) {
 		r.written = append(r.written, result)
 	}
 	return result, nil
-}
-
-// wrote reports whether result is one the execution wrote already. r.mu
-// is held.
-func (r *Reservation) wrote(result []byte) bool {
-	for _, w := range r.written {
-		if string(w) == string(result) {
-			return true
-		}
-	}
-	return false
 }
 
 // holds reports whether layer is held, or wraps through Unwrap, the layer

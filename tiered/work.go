@@ -76,12 +76,12 @@ func (c *call) settle(h *hold, r *renewal, workCtx context.Context, val []byte, 
 	end := c.now()
 	took := end.Sub(began)
 	if h.reserved {
-		end := h.owner.End()
-		if end.InTx {
-			return c.settleInTx(h, end, val, err, tier, took)
+		ending := h.owner.End()
+		if ending.InTx {
+			return c.settleInTx(h, ending, val, err, tier, took)
 		}
-		refused := end.Refused
-		if refused == nil && end.Uncompleted && err == nil {
+		refused := ending.Refused
+		if refused == nil && ending.Uncompleted && err == nil {
 			// fn took its reservation to complete it in its transaction
 			// and returned without a completion: that transaction did not
 			// commit (it failed before completing), or fn never completed.
