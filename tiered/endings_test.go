@@ -3,6 +3,7 @@ package tiered_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -244,6 +245,41 @@ func TestStoreDoEndings(t *testing.T) {
 						}
 						return complete()
 					})
+				}))
+			},
+			value: charged, stored: charged, retry: charged, runs: 1,
+		},
+		{
+			// A second completion with other bytes is refused at the call;
+			// fn commits anyway, and every caller gets the first.
+			name: "a reservation completed again with other bytes", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
+					res, _ := idem.ReservationFrom(ctx)
+					var second error
+					err := e.inTx(ctx, e.ledger.db, func(ctx context.Context, tx bun.Tx, complete func() error) error {
+						if err := complete(); err != nil {
+							return err
+						}
+						second = e.sql.CompleteReservation(ctx, tx, res, []byte("other bytes"))
+						return nil
+					})
+					if err == nil && !errors.Is(second, idem.ErrConfig) {
+						err = fmt.Errorf("the second completion, with other bytes: %v, want idem.ErrConfig", second)
+					}
+					return []byte(charged + e.id), err
+				}))
+			},
+			value: charged, stored: charged, retry: charged, runs: 1,
+		},
+		{
+			// fn returns other bytes than it completed: what committed is
+			// the answer, the first caller's included.
+			name: "a reservation completed, then other bytes returned", tx: true,
+			first: func(t *testing.T, e *endingEnv) answered {
+				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
+					err := e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error { return complete() })
+					return []byte("other bytes"), err
 				}))
 			},
 			value: charged, stored: charged, retry: charged, runs: 1,
