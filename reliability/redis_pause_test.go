@@ -140,6 +140,10 @@ func TestRedisPausedLongerThanTimeout(t *testing.T) {
 		if r := do(a, k); r.Tier != idem.TierSQL || r.Replayed {
 			t.Fatalf("after resume: %+v", r)
 		}
+		// The result reaches Redis off the owner's critical path.
+		if rec := b.redisCompleted(t, k); string(rec.result) != "ok" {
+			t.Fatalf("Redis after resume: %+v; want the result published", rec)
+		}
 		if r := do(other, k); r.Tier != idem.TierRedis || string(r.Value) != "ok" {
 			t.Fatalf("duplicate after resume: %+v, want a Redis replay", r)
 		}

@@ -159,6 +159,15 @@ func TestReservationCommitPublishes(t *testing.T) {
 		if r, err := a.Do(t.Context(), k, "fp", lg.charge(sqlA, id, nil, nil)); err != nil || r.Tier != idem.TierLocal {
 			t.Fatalf("same instance: %+v, %v; want a local replay", r, err)
 		}
+		// The result reaches Redis off the first call's critical path, once
+		// SQL holds it.
+		redis := lg.st.RedisLayer(t)
+		eventually(t, func() error {
+			if rec, err := redis.Get(t.Context(), k); err != nil || !rec.Completed() || string(rec.Result) != "charged "+id {
+				return fmt.Errorf("redis holds %+v, %v; want the committed result", rec, err)
+			}
+			return nil
+		})
 		c := lg.store(t, lg.layer(t), tiered.WithLocalCache(0, 0, 0))
 		if r, err := c.Do(t.Context(), k, "fp", lg.charge(lg.layer(t), id, nil, nil)); err != nil || r.Tier != idem.TierRedis || string(r.Value) != "charged "+id {
 			t.Fatalf("other instance: %+v, %v; want a Redis replay", r, err)
