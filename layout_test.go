@@ -20,7 +20,7 @@ func deps(t *testing.T, pkg string) []string {
 // integration reports whether pkg is in one of the integration modules,
 // which the go command sees from here only through the workspace.
 func integration(pkg string) bool {
-	for _, m := range []string{"/middleware/idemgin", "/middleware/idemecho", "/idemprom", "/idemotel", "/idemgrpc"} {
+	for _, m := range []string{"/middleware/idemgin", "/middleware/idemecho", "/idemprom", "/idemotel", "/idemgrpc", "/idemwatermill"} {
 		if strings.HasSuffix(pkg, m) {
 			return true
 		}
@@ -98,6 +98,7 @@ func TestImportRules(t *testing.T) {
 		{mod + "/idemprom", but(prom)},
 		{mod + "/idemotel", but(otel)},
 		{mod + "/idemgrpc", but(grpc)},
+		{mod + "/idemwatermill", heavy},
 		// The kit runs in users' tests: the standard library and the core
 		// packages it needs, no third-party module (no framework, no
 		// client, no driver) and no test rig that opens services.
@@ -163,10 +164,11 @@ func TestImportRules(t *testing.T) {
 }
 
 // integrations are the import paths of the libraries that only the
-// integration modules (idemgin, idemecho, idemgrpc, idemprom, idemotel)
+// integration modules (idemgin, idemecho, idemgrpc, idemwatermill, idemprom, idemotel)
 // may link: no package of the core does.
 var integrations = []string{"github.com/gin-gonic/", "github.com/labstack/echo", "google.golang.org/grpc",
-	"google.golang.org/protobuf", "google.golang.org/genproto", "github.com/prometheus/", "go.opentelemetry.io/"}
+	"google.golang.org/protobuf", "google.golang.org/genproto", "github.com/prometheus/", "go.opentelemetry.io/",
+	"github.com/ThreeDotsLabs/"}
 
 // Every package of the module has a doc.go.
 func TestEveryPackageHasDocGo(t *testing.T) {
