@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	fmt.Printf("redis-backend: %s\nsql-backend: %s\n", redisName, sqlName)
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, consumerLeaks...)
 }
 
 // redisFor returns a client of the benchmark's Redis — the one named by

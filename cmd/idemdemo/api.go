@@ -57,7 +57,7 @@ type Customer struct {
 
 // createSchema creates the demo's own tables and idem's.
 func createSchema(ctx context.Context, db *bun.DB) error {
-	for _, m := range []any{(*Charge)(nil), (*LedgerEntry)(nil), (*Customer)(nil)} {
+	for _, m := range []any{(*Charge)(nil), (*LedgerEntry)(nil), (*Customer)(nil), (*Shipment)(nil)} {
 		if _, err := db.NewCreateTable().Model(m).IfNotExists().Exec(ctx); err != nil {
 			return fmt.Errorf("create demo table: %w", err)
 		}

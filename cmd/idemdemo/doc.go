@@ -27,6 +27,19 @@
 //     (sqllayer's CompleteReservation), and the connection is cut right
 //     after the commit, as if the process died before answering: the retry
 //     on another instance replays the committed response, one charge.
+//  9. Orders on NATS JetStream (a nats-server embedded in the process, a
+//     stream that drops a retried publish with the same Nats-Msg-Id), three
+//     consumers in one durable queue group, each a Watermill router with
+//     idemwatermill over its instance's Store. The handler writes a
+//     shipment row and completes idem's key in the same transaction
+//     (idemwatermill.Complete). The publisher retries every third publish
+//     with the same message, which JetStream drops, and re-sends every
+//     fifth order under a new message ID, which JetStream stores and idem
+//     recognizes by the order ID in its metadata. The consumer that ships
+//     order 5 dies after its commit and before its ack; the broker
+//     redelivers the message after its AckWait (2 s) to another consumer,
+//     which acknowledges it without shipping again. The ledger must hold
+//     one shipment per order, and the broker no unacknowledged message.
 //
 // The charges table also carries UNIQUE (provider, external_payment_id): the
 // payment provider's ID is derived from the idempotency key passed

@@ -16,6 +16,9 @@ type demo struct {
 	b         *backends
 	instances []*instance
 	db        *bun.DB // the demo's own pool, for counting rows
+	// unguarded runs scenario 9's consumers without idem, as a test does to
+	// prove that its ledger check catches a second shipment.
+	unguarded bool
 }
 
 // scenario is one thing users fear, with what must happen.
@@ -33,6 +36,7 @@ var scenarios = []scenario{
 	{"retry with a new timestamp and trace ID", "same request: replayed", (*demo).noisyRetry},
 	{"CRM sync: v17 twice, then a late v16", "applied once, v16 skipped", (*demo).crmSync},
 	{"charge and idem's record in one transaction, response killed after the commit", "retry replays, 1 charge", (*demo).inTxCrash},
+	{"JetStream: 3 consumers, one dies between commit and ack; the publisher retries", "1 shipment per order, every message acked", (*demo).queue},
 }
 
 func (d *demo) url(i int) string { return d.instances[i%len(d.instances)].url() }
