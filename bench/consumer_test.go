@@ -40,12 +40,12 @@ import (
 //
 // The guards:
 //
-//   - guard=none: the handler alone;
-//   - guard=dedup: Watermill's middleware.Deduplicator with its in-memory
+//   - impl=none: the handler alone;
+//   - impl=dedup: Watermill's middleware.Deduplicator with its in-memory
 //     repository, keyed by the message's UUID (it marks a message seen
 //     before its handler runs, in one process);
-//   - guard=idem-mem: idemwatermill over a Store whose only tier is memlayer;
-//   - guard=idem-tiers: idemwatermill over the Redis + SQL Store the other
+//   - impl=idem-mem: idemwatermill over a Store whose only tier is memlayer;
+//   - impl=idem-tiers: idemwatermill over the Redis + SQL Store the other
 //     benchmarks use (embedded miniredis and SQLite unless IDEM_REDIS_URL
 //     and IDEM_POSTGRES_DSN name real servers).
 //
@@ -55,11 +55,11 @@ import (
 // publish to the end of the guard's work around the handler; msgs/s is
 // b.N over the elapsed time. Compare the guards with
 //
-//	benchstat -col /guard consumer.txt
+//	benchstat -col /impl consumer.txt
 func BenchmarkConsumer(b *testing.B) {
 	for _, tr := range transports {
 		for _, g := range guards {
-			b.Run("transport="+tr.name+"/guard="+g.name, func(b *testing.B) {
+			b.Run("transport="+tr.name+"/impl="+g.name, func(b *testing.B) {
 				benchConsumer(b, tr, g)
 			})
 		}

@@ -5,7 +5,8 @@
 // 20-way bursts) and the HTTP middleware over loopback.
 //
 // Every benchmark is named …/impl=baseline and …/impl=idem for the same
-// operation, so that
+// operation (BenchmarkConsumer has four: impl=none, impl=dedup for
+// Watermill's own Deduplicator, impl=idem-mem and impl=idem-tiers), so that
 //
 //	go test -run '^$' -bench . -benchmem -count 6 ./bench/ > bench.txt
 //	benchstat -col /impl bench.txt
