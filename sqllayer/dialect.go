@@ -13,6 +13,7 @@ import (
 // drivers the layer calls directly they become $1, $2….
 type stmts struct {
 	insert       string // claim a free key: INSERT … ON CONFLICT DO NOTHING RETURNING (MySQL: a plain INSERT)
+	atomicInsert string // insert inside an atomic execution's transaction; Postgres: with its lock timeout (?7)
 	claimOrRead  string // Postgres: claim a free key or return the row that holds it, in one statement
 	read         string // the record with the database's verdict on expiry and lease
 	grace        string // compare-and-set on the old token that extends a lapsed lease by a grace
@@ -76,7 +77,7 @@ func (n names) expand(s string) string {
 }
 
 func (s *stmts) each(f func(*string)) {
-	for _, p := range []*string{&s.insert, &s.claimOrRead, &s.read, &s.grace, &s.takeover, &s.complete, &s.owned, &s.release,
+	for _, p := range []*string{&s.insert, &s.atomicInsert, &s.claimOrRead, &s.read, &s.grace, &s.takeover, &s.complete, &s.owned, &s.release,
 		&s.live, &s.renew, &s.get, &s.markEvent, &s.eventExpired, &s.reviveEvent, &s.advance, &s.version, &s.sweep[0], &s.sweep[1],
 		&s.check, &s.probe[0], &s.probe[1], &s.probe[2]} {
 		f(p)

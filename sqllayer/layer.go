@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -59,6 +61,13 @@ type Layer struct {
 	claims      *batcher[*claim, claimOut]         // nil when batching is off, and on Postgres
 	completions *batcher[*completion, completeOut] // nil when batching is off, and on Postgres
 	writes      *batcher[*writeOp, writeOut]       // Postgres: claims and completions together; nil when off
+
+	// atomics holds the atomic executions running now, by token (see
+	// RunAtomic), so that CompleteReservation can refuse theirs.
+	atomics sync.Map
+	// busy is the busy timeout of the SQLite DSN, in milliseconds, as an
+	// atomic execution's connection had it (see connect).
+	busy atomic.Int64
 }
 
 // New returns a Layer over db, whose dialect (pgdialect, mysqldialect or

@@ -41,7 +41,17 @@ import (
 // middleware's error when the response cannot be stored (ErrNotKept for a
 // status its policy does not keep). Return the error from the transaction,
 // so that it rolls back.
+//
+// Under a tiered.Store made WithAtomic the Store completes the key itself,
+// in the transaction that TxFrom returns: a completion of the function's is
+// refused (idem.ErrConfig) before it reaches the database, and the
+// execution keeps nothing.
 func (l *Layer) CompleteReservation(ctx context.Context, tx bun.Tx, res *idem.Reservation, result []byte) error {
+	if res != nil {
+		if a := l.atomicFor(res.Token()); a != nil {
+			return a.refuse()
+		}
+	}
 	return res.CompleteWith(l, result, func(result []byte) error {
 		return l.CompleteTx(ctx, tx, res.Key(), res.Token(), result, res.Retention())
 	})

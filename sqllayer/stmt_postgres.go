@@ -54,6 +54,20 @@ FROM (SELECT clock_timestamp() AS now) c
 ON CONFLICT (key_digest) DO NOTHING
 RETURNING lease_until, expires_at`,
 
+	// The claim of an atomic execution, in its transaction: the insert's
+	// row source first sets the transaction's lock_timeout to ?7 (the
+	// Store's wait), so that the insert waits that long at most for a
+	// concurrent claim whose transaction is still open, in the same round
+	// trip. set_config is volatile: Postgres evaluates it, before the
+	// insert, even where its column is not used; the WHERE uses it anyway.
+	atomicInsert: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
+SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
+	c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
+FROM (SELECT clock_timestamp() AS now, set_config('lock_timeout', ?7::text, true) AS lock_timeout) c
+WHERE c.lock_timeout IS NOT NULL
+ON CONFLICT (key_digest) DO NOTHING
+RETURNING lease_until, expires_at`,
+
 	// The record and the server's clock, from which readRow derives its
 	// verdicts: a plain primary-key read, as cheap as a read can be.
 	read: `SELECT fingerprint, state, token, result, lease_until, expires_at, clock_timestamp() FROM {R} WHERE key_digest = ?0`,

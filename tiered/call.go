@@ -108,6 +108,9 @@ func (c *call) execute() outcome {
 	if c.start.IsZero() { // else Do's reading, taken just before
 		c.start = time.Now()
 	}
+	if s.cfg.atomicLayer != nil {
+		return c.executeAtomic() // see atomic.go
+	}
 	if s.sql != nil && s.redis != nil && s.guess.likely() {
 		return c.executeOverlapped() // see overlap.go
 	}

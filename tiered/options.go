@@ -53,6 +53,8 @@ type config struct {
 	observer                 idem.Observer
 	janitor                  Runner
 	failOpen                 bool
+	atomic                   bool        // WithAtomic
+	atomicLayer              AtomicLayer // sql as an AtomicLayer when atomic; set by validate
 	pollMin, pollMax         time.Duration
 }
 
@@ -259,5 +261,5 @@ func (c *config) validate() error {
 	if c.redis == nil && c.sql == nil {
 		return errors.New("no tier to decide: use WithSQL, WithRedis or both")
 	}
-	return nil
+	return c.validateAtomic()
 }
