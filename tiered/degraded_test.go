@@ -15,11 +15,14 @@ import (
 )
 
 func TestRedisDownSQLDecidesAndFallbackSwitches(t *testing.T) {
+	// Long enough that the calls made while Redis is switched off all fall
+	// inside it on a loaded machine.
+	const cooldown = time.Second
 	sql := faultlayer.New(newMem(t))
 	redis := faultlayer.New(newMem(t))
 	rec := newRecorder()
 	s := newStore(t, tiered.WithSQL(sql), tiered.WithRedis(redis), tiered.WithObserver(rec),
-		tiered.WithLocalCache(0, 0, 0), tiered.WithRedisFallback(2, 50*time.Millisecond))
+		tiered.WithLocalCache(0, 0, 0), tiered.WithRedisFallback(2, cooldown))
 	redis.Down()
 	var c counter
 	k := newKey(t)
@@ -45,7 +48,7 @@ func TestRedisDownSQLDecidesAndFallbackSwitches(t *testing.T) {
 	}
 	// After the cool-down one call probes it; it answers and is used again.
 	redis.Up()
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(cooldown + cooldown/5)
 	k2 := newKey(t)
 	if _, err := s.Do(t.Context(), k2, "fp", c.fn("y")); err != nil {
 		t.Fatal(err)

@@ -315,7 +315,8 @@ func TestReservationRollbackUnverifiedHoldsLease(t *testing.T) {
 	lg := newLedger(t, st)
 	sqlA := lg.layer(t)
 	fl := faultlayer.New(sqlA)
-	const lease = 600 * time.Millisecond
+	// Long enough that the holder's renewals keep up on a loaded machine.
+	const lease = 2 * time.Second
 	a := lg.store(t, fl, tiered.WithLease(lease))
 	k, id := newKey(t), "ch-held"
 	_, err := a.Do(t.Context(), k, "fp", lg.charge(sqlA, id, errors.New("rolled back"), func(context.Context) {
