@@ -75,7 +75,7 @@ func unpastable(t *testing.T, path string) []string {
 		local := localNames(fn.Body)
 		seen := map[string]bool{}
 		inspectIdents(fn.Body, func(id *ast.Ident) {
-			if local[id.Name] || !declared[id.Name] || strings.HasPrefix(id.Name, "Example") || seen[id.Name] {
+			if id.Name == "_" || local[id.Name] || !declared[id.Name] || strings.HasPrefix(id.Name, "Example") || seen[id.Name] {
 				return
 			}
 			seen[id.Name] = true
