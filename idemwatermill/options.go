@@ -131,8 +131,15 @@ func WithIdentity(id Identity) Option {
 
 // WithRepublish makes a duplicate of a processed message return the
 // messages its first run produced, so that the router publishes them
-// again (for consumers downstream that deduplicate by UUID, which the
-// copies keep). Default false: a duplicate produces nothing.
+// again, with the UUIDs they were recorded with (for consumers downstream
+// that deduplicate by UUID). Default false: a duplicate produces nothing.
+//
+// Turn it on for a handler whose produced messages must not be lost: a
+// worker that dies after the run was recorded and before the router
+// published them (or whose publish failed, so that the message was
+// nacked) leaves them recorded but unsent, and only a redelivery that
+// republishes sends them. Publishing is then at least once per produced
+// message, under one UUID each.
 func WithRepublish(on bool) Option {
 	return func(c *config) error {
 		c.republish = on
