@@ -36,6 +36,10 @@
 // messages from the one record: what the router publishes is what a
 // retry would republish.
 //
+// The handler receives a copy of the delivered message (UUID, metadata and
+// payload) whose context carries the execution: the router, not the
+// handler, acknowledges the delivery, from what the middleware returns.
+//
 // # The handler's transaction
 //
 // Recording the result after the handler returns leaves a gap: a worker

@@ -136,18 +136,21 @@ type run struct {
 	set bool
 }
 
-// fn is the Store's function: it runs the handler with the execution's
-// context as the message's, and records what it produced.
+// fn is the Store's function: it runs the handler on a copy of the message
+// whose context is the execution's, and records what it produced. The
+// handler gets a copy because the execution may outlive the delivery (its
+// context ended; the Store goes on for the other callers), while the
+// router acks or nacks the delivered message: nothing here writes to that
+// message once Do has been called.
 func (x *run) fn(ctx context.Context) ([]byte, error) {
 	if res, ok := idem.ReservationFrom(ctx); ok {
 		// A handler that completes its key in its transaction (Complete)
 		// answers only through a completion that committed.
 		res.RequireCompletion()
 	}
-	before := x.msg.Context()
-	x.msg.SetContext(ctx)
-	defer x.msg.SetContext(before)
-	out, err := x.h(x.msg)
+	msg := x.msg.Copy()
+	msg.SetContext(ctx)
+	out, err := x.h(msg)
 	if err != nil {
 		return nil, err
 	}
