@@ -375,4 +375,6 @@ func (c *consumerChild) stop() error {
 }
 
 // consumerRand is the parent's source of the scenarios' draws.
-func consumerRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+func consumerRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
