@@ -322,6 +322,18 @@ func (r *jsRig) ledgerRows() []ledgerRow {
 	return out
 }
 
+// effectCount counts the ledger's rows.
+func (r *jsRig) effectCount() int {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var n int
+	if err := r.admin.QueryRowContext(ctx, "SELECT count(*) FROM "+r.ledger).Scan(&n); err != nil {
+		r.t.Fatalf("count the ledger: %v", err)
+	}
+	return n
+}
+
 // completedKeys counts the idem records that are completed.
 func (r *jsRig) completedKeys() int {
 	r.t.Helper()
