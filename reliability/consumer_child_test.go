@@ -135,9 +135,18 @@ type consumerChild struct {
 }
 
 // deliveryRun is what the handler tells the delivery log's middleware.
+// The handler runs on the Store's execution, which outlives a delivery
+// whose context ends: its fields are guarded by mu.
 type deliveryRun struct {
+	mu        sync.Mutex
 	ran       bool
 	committed int64
+}
+
+func (d *deliveryRun) get() (bool, int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ran, d.committed
 }
 
 func runConsumerChild(raw string) int {
@@ -281,7 +290,8 @@ func (c *consumerChild) logDeliveries(h message.HandlerFunc) message.HandlerFunc
 		c.runs.Store(msg, run)
 		out, err := h(msg)
 		c.runs.Delete(msg)
-		ev.Ev, ev.At, ev.Ran, ev.Committed = "end", time.Now().UnixNano(), run.ran, run.committed
+		ran, committed := run.get()
+		ev.Ev, ev.At, ev.Ran, ev.Committed = "end", time.Now().UnixNano(), ran, committed
 		if err != nil {
 			ev.Err = err.Error()
 		}
@@ -313,7 +323,9 @@ func (c *consumerChild) handle(msg *message.Message) error {
 	run, _ := c.runs.Load(msg)
 	dr, _ := run.(*deliveryRun)
 	if dr != nil {
+		dr.mu.Lock()
 		dr.ran = true
+		dr.mu.Unlock()
 	}
 	n, _ := strconv.ParseUint(msg.Metadata.Get(mdDelivered), 10, 64)
 	if p.FailFirst && n == 1 {
@@ -341,7 +353,9 @@ func (c *consumerChild) handle(msg *message.Message) error {
 		return err
 	}
 	if dr != nil {
+		dr.mu.Lock()
 		dr.committed = time.Now().UnixNano()
+		dr.mu.Unlock()
 	}
 	if p.Die && c.first("die", p.ID) {
 		// Committed, not acked: the process dies here.
