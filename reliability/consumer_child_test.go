@@ -244,7 +244,7 @@ func startConsumerChild(cfg consumerChildConfig) (*consumerChild, error) {
 			},
 			// Few messages buffered ahead of the handler, so that the
 			// AckWait mostly runs while a message is handled.
-			ConsumeOptions: []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(4)},
+			ConsumeOptions: []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(1)},
 			Unmarshaler:    jsUnmarshaler{},
 		})
 		if err != nil {

@@ -148,7 +148,7 @@ func (consumerLoad) jitter(rng interface{ IntN(int) int }, n int) int {
 }
 
 // TestConsumerJetStreamRedeliveries: 10,000 messages through three
-// consumer processes with a 500 ms AckWait, handlers that outlast it, first
+// consumer processes with a 1 s AckWait, handlers that outlast it, first
 // deliveries that fail, and consumers killed and restarted at random: at
 // least a fifth of the messages are redelivered, and the ledger has
 // exactly one effect per message, every message acked, none lost.
@@ -162,16 +162,16 @@ func TestConsumerJetStreamRedeliveries(t *testing.T) {
 		}
 	}
 	rig := defaultJSRig()
-	rig.ackWait = 500 * time.Millisecond
+	rig.ackWait = time.Second
 	rig.handlers = 8
 	l := consumerLoad{
 		seed: 1, messages: n, batch: 100, procs: 3,
 		// Each of these is redelivered whatever the timing: a first
 		// delivery that fails is nacked; a handler that works past the
 		// AckWait is not acked within it. Together: 21 % of the messages.
-		failFirst: 0.17, slow: 0.04, slowDelay: 700 * time.Millisecond,
-		maxDelay: 3 * time.Millisecond, die: 0.0005,
-		killEvery: 1500, rig: rig,
+		failFirst: 0.17, slow: 0.04, slowDelay: 1300 * time.Millisecond,
+		maxDelay: 3 * time.Millisecond, die: 0.0003,
+		killEvery: 2500, rig: rig,
 	}
 	rep, _ := l.run(t)
 	rep.require(t)

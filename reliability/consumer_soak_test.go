@@ -47,7 +47,7 @@ func TestSoakConsumer(t *testing.T) {
 		seed: seed, dur: dur, rate: 150, procs: 3,
 		failFirst: 0.10, slow: 0.03, slowDelay: 700 * time.Millisecond,
 		maxDelay: 5 * time.Millisecond, die: 0.003, republish: 0.05,
-		killEvery: 300, rig: rig,
+		killEvery: 100, rig: rig,
 	}
 	t.Logf("consumer soak: seed %d, %v of load", seed, dur)
 	rep, run := l.run(t)
