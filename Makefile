@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race backends modules apicheck apicheck-test lint fuzz bench bench-all soak
+.PHONY: test test-race backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone.
@@ -66,6 +66,15 @@ SOAKTIME ?= 60s
 SOAKSEED ?= 1
 soak:
 	IDEM_SOAK_TIME=$(SOAKTIME) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestSoak$$' -count=1 -v -timeout 30m ./reliability/
+
+# soak-consumer: the soak's consumer variant, for SOAKTIME with SOAKSEED:
+# messages through three consumer processes on an embedded JetStream
+# broker, with the broker's redeliveries, consumer kills and a publisher's
+# retries; it prints the messages, deliveries, redelivery ratio, effects
+# and anomalies, and fails on any anomaly. make test runs a short seed of
+# it (6 s, under the race detector); this run goes without it.
+soak-consumer:
+	IDEM_SOAK_CONSUMER_TIME=$(SOAKTIME) IDEM_SOAK_CONSUMER_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakConsumer$$' -count=1 -v -timeout 30m ./reliability/
 
 # bench: the side-by-side suite (idem against hand-written baselines), COUNT
 # times, as a benchstat table with one column per implementation. Embedded
