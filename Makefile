@@ -12,14 +12,18 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer
+.PHONY: test test-race backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer queue-load
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone.
 test: backends modules test-race
 
+# QUEUEMESSAGES is how many messages make test sends through the JetStream
+# redelivery load (TestConsumerJetStreamRedeliveries); make queue-load runs
+# the full 10,000.
+QUEUEMESSAGES ?= 2000
 test-race:
-	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+	IDEM_CONSUMER_MESSAGES=$(QUEUEMESSAGES) $(GO) test -race -count=1 -timeout 14m $(PKGS)
 
 # modules: each module's go.mod is tidy and the module builds without the
 # workspace, as a user who requires it alone gets it.
@@ -75,6 +79,13 @@ soak:
 # it (6 s, under the race detector); this run goes without it.
 soak-consumer:
 	IDEM_SOAK_CONSUMER_TIME=$(SOAKTIME) IDEM_SOAK_CONSUMER_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakConsumer$$' -count=1 -v -timeout 30m ./reliability/
+
+# queue-load: 10,000 messages through three consumer processes on an
+# embedded JetStream broker, at least a fifth of them redelivered (handler
+# failures, handlers that outlast the AckWait, consumers killed and
+# restarted): exactly one effect per message, every message acked.
+queue-load:
+	IDEM_CONSUMER_MESSAGES=10000 $(GO) test -race -run '^TestConsumerJetStreamRedeliveries$$' -count=1 -v -timeout 30m ./reliability/
 
 # bench: the side-by-side suite (idem against hand-written baselines), COUNT
 # times, as a benchstat table with one column per implementation. Embedded
