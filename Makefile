@@ -21,7 +21,7 @@ test: backends modules test-race
 # QUEUEMESSAGES is how many messages make test sends through the JetStream
 # redelivery load (TestConsumerJetStreamRedeliveries); make queue-load runs
 # the full 10,000.
-QUEUEMESSAGES ?= 2000
+QUEUEMESSAGES ?= 1000
 test-race:
 	IDEM_CONSUMER_MESSAGES=$(QUEUEMESSAGES) $(GO) test -race -count=1 -timeout 14m $(PKGS)
 

@@ -171,7 +171,7 @@ func TestConsumerJetStreamRedeliveries(t *testing.T) {
 		// AckWait is not acked within it. Together: 21 % of the messages.
 		failFirst: 0.17, slow: 0.04, slowDelay: 1300 * time.Millisecond,
 		maxDelay: 3 * time.Millisecond, die: 0.0003,
-		killEvery: 2500, rig: rig,
+		killEvery: max(n/4, 50), rig: rig, // a few kills whatever the count
 	}
 	rep, _ := l.run(t)
 	rep.require(t)
