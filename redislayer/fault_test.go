@@ -106,6 +106,19 @@ func TestFaultPausedServer(t *testing.T) {
 	}
 
 	s.Resume()
+	// A resumed server first works off what queued while it was stopped:
+	// on a loaded machine that can take longer than the layer's timeout.
+	// Wait until it answers a read, then write.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, err := l.Get(t.Context(), k)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Get after Resume: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// Service is back, with the data: the owner completes its claim.
 	if err := l.Complete(t.Context(), k, rec.Token, []byte("after pause"), time.Minute); err != nil {
 		t.Fatalf("Complete after Resume: %v", err)
