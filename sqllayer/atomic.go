@@ -2,6 +2,7 @@ package sqllayer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -30,6 +31,7 @@ type atomicTx struct {
 	tx      bun.Tx
 	q       querier
 	key     idem.Key
+	claim   *claim // what the transaction claimed
 	token   string
 	ttl     time.Duration
 	timeout time.Duration
@@ -183,7 +185,22 @@ func (a *atomicTx) complete(result []byte) error {
 	if result == nil {
 		result = []byte{}
 	}
-	if err := l.complete(ctx, a.q, a.key, a.token, result, a.ttl); err != nil {
+	err := l.complete(ctx, a.q, a.key, a.token, result, a.ttl)
+	if errors.Is(err, idem.ErrLeaseLost) {
+		// The claim's own expiry passed while the work ran longer than the
+		// lease and the retention together. No one else saw or could take
+		// the row: the transaction holds it (an insert not yet committed,
+		// or a row it updated). Claim it anew under the same token, then
+		// complete.
+		_, ok, terr := l.takeover(ctx, a.q, a.claim, a.token, bin(a.token))
+		switch {
+		case terr != nil:
+			err = terr
+		case ok:
+			err = l.complete(ctx, a.q, a.key, a.token, result, a.ttl)
+		}
+	}
+	if err != nil {
 		return l.wrap("complete", err)
 	}
 	a.completed, a.result = true, result
@@ -267,7 +284,7 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeou
 	// The connection is taken under the claim's bound (a pool whose
 	// connections all wait for open transactions waits no longer); the
 	// transaction lives in ctx.
-	conn, err := l.connect(ctx, wait)
+	conn, err := l.connect(ctx, wait, timeout)
 	if err != nil {
 		return nil, idem.Record{}, 0, err
 	}
@@ -276,9 +293,9 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeou
 		l.disconnect(conn)
 		return nil, idem.Record{}, 0, err
 	}
-	claimed := false
+	claimed, released := false, false
 	defer func() {
-		if !claimed {
+		if !claimed && !released {
 			_ = tx.Rollback()
 			l.disconnect(conn)
 		}
@@ -325,6 +342,7 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeou
 			// nothing: the grace must commit to count.
 			_ = tx.Rollback()
 			l.disconnect(conn)
+			released = true
 			rec, ok, err = l.grace(stmtCtx, l.pool(), c, &r)
 			if err != nil || !ok {
 				return nil, idem.Record{}, claimAgain, err
@@ -339,5 +357,5 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeou
 		l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key})
 	}
 	claimed = true
-	return &atomicTx{l: l, ctx: ctx, conn: conn, tx: tx, q: q, key: c.key, token: token, timeout: timeout}, rec, claimDone, nil
+	return &atomicTx{l: l, ctx: ctx, conn: conn, tx: tx, q: q, key: c.key, claim: c, token: token, timeout: timeout}, rec, claimDone, nil
 }

@@ -2,6 +2,7 @@ package sqllayer
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,18 +22,28 @@ const minAcquire = 100 * time.Millisecond
 // restores when the connection returns to the pool.
 const sqliteBusy = "PRAGMA busy_timeout"
 
-// connect takes a connection of the pool for an atomic execution, waiting
-// at most wait (minAcquire at least): a pool whose connections all hold
-// open transactions — executions in flight — gives idem.ErrInFlight then.
-// On SQLite the connection's busy timeout becomes wait (at least a
+// connect takes a connection of the pool for an atomic execution. When
+// the pool has a limit and every connection is taken — executions in flight
+// hold them for their whole length — it waits at most wait (minAcquire at
+// least) for one to come free, and gives idem.ErrInFlight then. Otherwise
+// the pool opens a connection, and that is bounded by timeout (0: by ctx
+// alone) like any statement: a slow dial is a slow database, not a key in
+// flight. On SQLite the connection's busy timeout becomes wait (at least a
 // millisecond), so that the claim waits for the one writer no longer than
 // the Store's wait; disconnect puts the DSN's back.
-func (l *Layer) connect(ctx context.Context, wait time.Duration) (bun.Conn, error) {
-	acquireCtx, cancel := context.WithTimeout(ctx, max(wait, minAcquire))
+func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration) (bun.Conn, error) {
+	acquireCtx, cancel := ctx, context.CancelFunc(func() {})
+	full := l.poolFull()
+	switch {
+	case full:
+		acquireCtx, cancel = context.WithTimeout(ctx, max(wait, minAcquire))
+	case timeout > 0:
+		acquireCtx, cancel = context.WithTimeout(ctx, timeout)
+	}
 	defer cancel()
 	conn, err := l.db.Conn(acquireCtx)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		if full && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			return bun.Conn{}, fmt.Errorf("%w: sqllayer: no connection of the pool came free within the wait: %w", idem.ErrInFlight, err)
 		}
 		return bun.Conn{}, err
@@ -52,11 +63,37 @@ func (l *Layer) connect(ctx context.Context, wait time.Duration) (bun.Conn, erro
 	return conn, nil
 }
 
-// disconnect returns an atomic execution's connection to the pool.
+// poolFull reports a pool with a limit whose connections are all in use.
+func (l *Layer) poolFull() bool {
+	st := l.db.Stats()
+	return st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections
+}
+
+// resetTimeout bounds the statement that puts a connection's setting back
+// before it returns to the pool.
+const resetTimeout = 5 * time.Second
+
+// disconnect returns an atomic execution's connection to the pool, with
+// the settings the claim changed put back: SQLite's busy timeout, the
+// session's innodb_lock_wait_timeout on MySQL and MariaDB (the server's
+// global value again, so that a later statement on the connection waits
+// as every other does). A connection whose setting cannot be put back is
+// not reused.
 func (l *Layer) disconnect(conn bun.Conn) {
-	if l.sqlite {
-		// Best effort: a connection that broke is not reused.
-		_, _ = conn.ExecContext(context.Background(), sqliteBusy+" = "+strconv.FormatInt(l.busy.Load(), 10))
+	var reset string
+	switch {
+	case l.sqlite:
+		reset = sqliteBusy + " = " + strconv.FormatInt(l.busy.Load(), 10)
+	case l.dialect == dialect.MySQL:
+		reset = "SET SESSION innodb_lock_wait_timeout = DEFAULT"
+	}
+	if reset != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+		_, err := conn.ExecContext(ctx, reset)
+		cancel()
+		if err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
 	}
 	_ = conn.Close()
 }

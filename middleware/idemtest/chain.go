@@ -261,7 +261,7 @@ func (k *kit) chain(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			k.parallel(t)
 			c.fn(t, k.startChain(t, c.opts...))
 		})
 	}

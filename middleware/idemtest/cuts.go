@@ -84,7 +84,7 @@ func (k *kit) cuts(t *testing.T) {
 				proto = "HTTP/2.0"
 			}
 			t.Run(proto+"/"+c.name, func(t *testing.T) {
-				t.Parallel()
+				k.parallel(t)
 				app := &cutApp{write: c.write, value: c.value}
 				mounted, err := k.Mount(k.open(t, nil).store, nil, app)
 				if err != nil {

@@ -23,6 +23,11 @@ type Ending struct {
 	// Runs is how many times the handler has run after the first request
 	// and one retry.
 	Runs int
+	// Atomic is what differs with the Store in the atomic mode
+	// (tiered.WithAtomic: the handler writes its rows in the Store's
+	// transaction, sqllayer.TxFrom, and the Store completes); empty when
+	// nothing does.
+	Atomic string
 }
 
 // Words of the table.
@@ -35,6 +40,7 @@ const (
 	committed     = "the response the transaction committed"
 	tombstone     = "a tombstone"
 	notReplayable = "409 problem (not_replayable)"
+	refused       = "refused (idem.ErrConfig: the Store completes): 500 problem, nothing commits, the retry runs again"
 )
 
 // Endings returns the handler-ending table: every way user code behind the
@@ -59,22 +65,22 @@ func Endings() []Ending {
 		{Name: "hijacks the connection", First: "what it wrote on the connection", Stored: tombstone, Retry: notReplayable, Runs: 1},
 		{Name: "writes a body past the response limit", First: "the response, live", Stored: tombstone, Retry: notReplayable, Runs: 1},
 		{Name: "its client goes away while it runs", First: "nothing (gone)", Stored: "the response (the work goes on)", Retry: "the response", Runs: 1},
-		{Name: "works longer than the lease", First: theResponse, Stored: "the response (renewals keep the claim; a duplicate meanwhile waits, then 409)", Retry: sameResponse, Runs: 1},
-		{Name: "works longer than the retention", First: theResponse, Stored: "the response (the claim outlives its lease and grace)", Retry: sameResponse, Runs: 1},
+		{Name: "works longer than the lease", First: theResponse, Stored: "the response (renewals keep the claim; a duplicate meanwhile waits, then 409)", Retry: sameResponse, Runs: 1, Atomic: "the open transaction holds the claim, with no renewal"},
+		{Name: "works longer than the retention", First: theResponse, Stored: "the response (the claim outlives its lease and grace)", Retry: sameResponse, Runs: 1, Atomic: "the open transaction holds the claim, with no renewal"},
 
 		{Name: "reads its key with idem.KeyFrom (a downstream idempotency key), writes a response", First: theResponse, Stored: "the response", Retry: sameResponse, Runs: 1},
 
-		{Name: "writes, completes, commits", Reservation: true, First: committed, Stored: "the response, with the business rows", Retry: sameResponse, Runs: 1},
-		{Name: "its transaction fails before completing; it writes nothing", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
-		{Name: "writes, then its transaction fails before completing", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
-		{Name: "completes, then rolls back", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
-		{Name: "completes; COMMIT fails", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
-		{Name: "completes twice with the same response", Reservation: true, First: committed, Stored: "the response, once", Retry: sameResponse, Runs: 1},
-		{Name: "completes again with other bytes (the second call fails with idem.ErrConfig)", Reservation: true, First: committed, Stored: "the first completion", Retry: sameResponse, Runs: 1},
-		{Name: "writes or changes headers after completing (middleware.ErrResponseFrozen)", Reservation: true, First: committed, Stored: "the response as completed", Retry: sameResponse, Runs: 1},
-		{Name: "takes its reservation and never completes", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
-		{Name: "completes before writing anything (idem.ErrConfig)", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2},
-		{Name: "commits, then its instance dies before answering", Reservation: true, First: "503 problem, or the connection drops", Stored: "the response, with the business rows", Retry: sameResponse + " (any instance)", Runs: 1},
+		{Name: "writes, completes, commits", Reservation: true, First: committed, Stored: "the response, with the business rows", Retry: sameResponse, Runs: 1, Atomic: "written in the Store's transaction, not completed: the same; completed by hand: " + refused},
+		{Name: "its transaction fails before completing; it writes nothing", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2, Atomic: "the same: the Store's transaction rolls back"},
+		{Name: "writes, then its transaction fails before completing", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2, Atomic: "the response written is the result: answer a failure with a 5xx, which rolls everything back"},
+		{Name: "completes, then rolls back", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2, Atomic: refused},
+		{Name: "completes; COMMIT fails", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2, Atomic: refused},
+		{Name: "completes twice with the same response", Reservation: true, First: committed, Stored: "the response, once", Retry: sameResponse, Runs: 1, Atomic: refused},
+		{Name: "completes again with other bytes (the second call fails with idem.ErrConfig)", Reservation: true, First: committed, Stored: "the first completion", Retry: sameResponse, Runs: 1, Atomic: refused},
+		{Name: "writes or changes headers after completing (middleware.ErrResponseFrozen)", Reservation: true, First: committed, Stored: "the response as completed", Retry: sameResponse, Runs: 1, Atomic: refused},
+		{Name: "takes its reservation and never completes", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2, Atomic: "the Store completes with the response written: stored, the retry gets the same response; runs 1"},
+		{Name: "completes before writing anything (idem.ErrConfig)", Reservation: true, First: problem500, Stored: nothing, Retry: runsAgain, Runs: 2, Atomic: "the same (refused before anything reaches the database)"},
+		{Name: "commits, then its instance dies before answering", Reservation: true, First: "503 problem, or the connection drops", Stored: "the response, with the business rows", Retry: sameResponse + " (any instance)", Runs: 1, Atomic: "the Store commits after the handler returns: an instance that dies in the handler commits nothing (503 problem; the retry runs again, on any instance)"},
 		{Name: "commits, then its client's connection is cut", Reservation: true, First: "nothing (gone)", Stored: "the response, with the business rows", Retry: sameResponse + " (any instance)", Runs: 1},
 	}
 }

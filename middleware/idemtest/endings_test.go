@@ -10,14 +10,18 @@ import (
 // endingsTable renders Endings as the Markdown table README.md publishes.
 func endingsTable() string {
 	var b strings.Builder
-	b.WriteString("| the handler … | reservation | the first caller gets | stored | a retry gets | runs |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("| the handler … | reservation | the first caller gets | stored | a retry gets | runs | in the atomic mode |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, e := range Endings() {
 		res := ""
 		if e.Reservation {
 			res = "yes"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d |\n", e.Name, res, e.First, e.Stored, e.Retry, e.Runs)
+		atomic := e.Atomic
+		if atomic == "" {
+			atomic = "the same"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %s |\n", e.Name, res, e.First, e.Stored, e.Retry, e.Runs, atomic)
 	}
 	return b.String()
 }

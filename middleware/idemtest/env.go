@@ -71,10 +71,17 @@ func (k *kit) open(t *testing.T, busy chan<- struct{}, so ...tiered.Option) *ins
 	}
 	if i.sql != nil {
 		i.sqlFaults = faultlayer.New(i.sql)
-		opts = append(opts, tiered.WithSQL(watched(i.sqlFaults, busy)))
+		var sql idem.Layer = i.sqlFaults
+		if a, ok := i.sqlFaults.Atomic(); ok {
+			sql = a
+		}
+		opts = append(opts, tiered.WithSQL(watched(sql, busy)))
 	}
 	// Shared servers on busy machines: a slow answer is not a dead tier.
 	opts = append(opts, tiered.WithTimeouts(2*time.Second, 10*time.Second))
+	if k.Atomic {
+		opts = append(opts, tiered.WithAtomic(true))
+	}
 	opts = append(opts, k.StoreOptions...)
 	store, err := tiered.New(append(opts, so...)...)
 	if err != nil {

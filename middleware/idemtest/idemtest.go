@@ -2,6 +2,7 @@ package idemtest
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -65,6 +66,15 @@ type Stack struct {
 	// fallback. Options that change what the middleware answers
 	// (tiered.WithFailOpen) make rows fail. None by default.
 	StoreOptions []tiered.Option
+
+	// Atomic runs every Store the kit builds in the atomic mode
+	// (tiered.WithAtomic): Tiers must return a SQL tier that runs
+	// executions in a transaction (tiered.AtomicLayer, as *sqllayer.Layer),
+	// and each row expects its ending's outcome in that mode (the Atomic
+	// column of Endings). An atomic execution holds a connection, and on
+	// SQLite the database's one write lock, for the handler's whole length:
+	// the rows run one after another. Default off.
+	Atomic bool
 }
 
 // Memory returns Tiers over two in-process memlayers, one as the Redis tier
@@ -98,22 +108,29 @@ func Run(t *testing.T, s Stack) {
 			continue
 		}
 		t.Run(r.name, func(t *testing.T) {
-			t.Parallel()
+			k.parallel(t)
 			r.fn(t, k.env())
 		})
 	}
 	t.Run("burst", func(t *testing.T) {
-		t.Parallel()
+		k.parallel(t)
 		k.burst(t, BurstRounds)
 	})
 	t.Run("chain", func(t *testing.T) {
-		t.Parallel()
+		k.parallel(t)
 		k.chain(t)
 	})
 	t.Run("cuts", func(t *testing.T) {
-		t.Parallel()
+		k.parallel(t)
 		k.cuts(t)
 	})
+}
+
+// parallel runs t's row beside the others, except in the atomic mode.
+func (k *kit) parallel(t *testing.T) {
+	if !k.Atomic {
+		t.Parallel()
+	}
 }
 
 // RunBurst sends rounds of 20 identical concurrent POSTs spread over three
@@ -144,6 +161,9 @@ func newKit(t *testing.T, s Stack) *kit {
 	if redis == nil && sql == nil {
 		t.Fatal("idemtest: Stack.Tiers returned no tier: return a Redis-tier layer, a SQL-tier layer or both")
 	}
+	if err := s.checkAtomic(sql); err != nil {
+		t.Fatal(err)
+	}
 	return &kit{Stack: s, bothTiers: redis != nil && sql != nil}
 }
 
@@ -153,6 +173,18 @@ func (s Stack) check() error {
 		return errors.New("idemtest: Stack.Mount is required")
 	case s.Tiers == nil:
 		return errors.New("idemtest: Stack.Tiers is required (Memory(t) gives in-process layers)")
+	}
+	return nil
+}
+
+// checkAtomic checks that an atomic Stack's SQL tier runs executions in a
+// transaction.
+func (s Stack) checkAtomic(sql idem.Layer) error {
+	if !s.Atomic {
+		return nil
+	}
+	if _, ok := sql.(tiered.AtomicLayer); !ok {
+		return fmt.Errorf("idemtest: Stack.Atomic needs Stack.Tiers to return a SQL tier that implements tiered.AtomicLayer (as *sqllayer.Layer); got %T", sql)
 	}
 	return nil
 }

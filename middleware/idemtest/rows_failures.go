@@ -34,12 +34,29 @@ func storeDown(t *testing.T, e *env) {
 // longer than half the lease. The leader's client gets 503 with Retry-After
 // — not the handler's 201, whose record could still be lost — and once SQL
 // takes the completion, which the Store keeps retrying while it holds the
-// lease, a retry replays the 201. The handler ran once.
+// lease, a retry replays the 201. The handler ran once. In the atomic mode
+// the completion is a statement of the Store's transaction: refused, it
+// rolls everything back, so the leader's client gets 503, nothing is
+// stored, and the retry runs the handler again.
 func completionPending(t *testing.T, e *env) {
 	s := e.start(t, nil, tiered.WithLease(400*time.Millisecond))
 	k := newKey()
 	s.deciding().Fail(fmt.Errorf("%w: completion refused", idem.ErrUnavailable), faultlayer.Complete)
 	r := s.send(t, request{path: "/pay", key: k, body: payBody})
+	if e.Atomic {
+		wantProblem(t, r, http.StatusServiceUnavailable, middleware.ProblemUnavailable)
+		if s.stored(t, idem.NewKey("", k)) {
+			t.Fatal("a completion refused inside the transaction left a record")
+		}
+		s.deciding().Up()
+		r = s.send(t, request{path: "/pay", key: k, body: payBody})
+		wantStatus(t, r, http.StatusCreated)
+		if !strings.Contains(string(r.body), `"run":2`) {
+			t.Fatalf("the retry got %q, want a run of its own", r.body)
+		}
+		wantRuns(t, e, 2)
+		return
+	}
 	p := wantProblem(t, r, http.StatusServiceUnavailable, middleware.ProblemUnavailable)
 	if r.header.Get("Retry-After") == "" || !strings.Contains(p.Detail, "processed") {
 		t.Fatalf("pending completion answered %+v, Retry-After %q", p, r.header.Get("Retry-After"))

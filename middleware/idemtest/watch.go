@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/tiered"
 )
 
 // watch wraps a layer and reports every Reserve that found the key in
@@ -43,6 +44,25 @@ func (l watchWF) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) e
 	return l.wf.Fill(ctx, rec, ttl)
 }
 
+// watchAtomic is a watch over a layer that runs atomic executions: a claim
+// that finds the key in progress reports it as Reserve does.
+type watchAtomic struct {
+	*watch
+	a tiered.AtomicLayer
+}
+
+func (l watchAtomic) RunAtomic(ctx context.Context, key idem.Key, fp string, lease, ttl, wait, timeout time.Duration,
+	work func(ctx context.Context, rec idem.Record, complete func(result []byte) error) error) (idem.Record, bool, error) {
+	rec, claimed, err := l.a.RunAtomic(ctx, key, fp, lease, ttl, wait, timeout, work)
+	if err == nil && !claimed && rec.State == idem.StateInProgress {
+		select {
+		case l.busy <- struct{}{}:
+		default:
+		}
+	}
+	return rec, claimed, err
+}
+
 // watched returns l wrapped so that busy receives when a Reserve finds the
 // key in progress, keeping l's optional interfaces; l itself when busy is
 // nil.
@@ -56,6 +76,9 @@ func watched(l idem.Layer, busy chan<- struct{}) idem.Layer {
 		idem.Filler
 	}); ok {
 		return watchWF{watch: w, wf: wf}
+	}
+	if a, ok := l.(tiered.AtomicLayer); ok {
+		return watchAtomic{watch: w, a: a}
 	}
 	return w
 }

@@ -17,6 +17,9 @@ type Backend struct {
 	Name string
 	// Open returns the Redis-tier and SQL-tier layers of one instance.
 	Open idemtest.Tiers
+	// Atomic is set when the SQL tier runs executions in a transaction
+	// (tiered.AtomicLayer): the rows run in the atomic mode too.
+	Atomic bool
 }
 
 // Backends returns the backends to run on: the memory layers, the embedded
@@ -46,7 +49,8 @@ func Memory(t testing.TB) Backend {
 // with a client and a pool of its own. Its name says which servers they are.
 func Stack(st *stacktest.Stack) Backend {
 	return Backend{
-		Name: st.Redis.Kind() + "+" + st.SQL.Kind,
-		Open: func(t testing.TB) (idem.Layer, idem.Layer) { return st.RedisLayer(t), st.SQLLayer(t) },
+		Name:   st.Redis.Kind() + "+" + st.SQL.Kind,
+		Open:   func(t testing.TB) (idem.Layer, idem.Layer) { return st.RedisLayer(t), st.SQLLayer(t) },
+		Atomic: true,
 	}
 }

@@ -51,6 +51,7 @@ const (
 	completeOther             // write, complete, complete again with other bytes (refused), commit
 	changeAfter               // write, complete, then change headers and write more, commit
 	neverComplete             // take the reservation, write, never complete
+	atomicCommit              // atomic mode: write the response and charge in the Store's transaction, complete nothing
 )
 
 // charger is one test's business: a charges table beside idem's, and the
@@ -61,6 +62,7 @@ type charger struct {
 	table  string
 	kids   string // rows whose parent must exist at COMMIT: commitFails inserts an orphan
 	sqlite bool
+	atomic bool // the Stores are atomic (tiered.WithAtomic): the handler writes in their transaction
 
 	mu    sync.Mutex
 	modes map[string]mode
@@ -130,6 +132,10 @@ func (c *charger) serve(sql *sqllayer.Layer) Serve {
 					return err
 				}
 			}
+			if m == atomicCommit || (c.atomic && (m == dieAfter || m == cutAfter)) {
+				write() // the Store completes with it, in this transaction
+				return nil
+			}
 			if m != writeLater {
 				write()
 			}
@@ -156,7 +162,16 @@ func (c *charger) serve(sql *sqllayer.Layer) Serve {
 			return nil
 		}
 		var err error
-		if m == commitFails && c.sqlite {
+		if c.atomic {
+			// The rows, the claim and the completion are one transaction:
+			// the Store's. A completion by hand is refused.
+			tx, ok := sqllayer.TxFrom(ctx)
+			if !ok {
+				http.Error(w, "no transaction", http.StatusInternalServerError)
+				return
+			}
+			err = charge(ctx, tx)
+		} else if m == commitFails && c.sqlite {
 			// SQLite checks a deferred foreign key at COMMIT only where
 			// the connection enforces foreign keys.
 			err = c.onConn(ctx, charge)
@@ -222,14 +237,19 @@ func (c *charger) count(t *testing.T, id string) int64 {
 
 // RunReservation runs the rows of the reservation in the handler's
 // transaction through adapt, on the real Redis and Postgres and on the
-// embedded pair, each with several instances sharing them.
+// embedded pair, each with several instances sharing them; then again with
+// the Stores in the atomic mode (see runAtomicReservation).
 func RunReservation(t *testing.T, adapt ReservationAdapter) {
 	t.Helper()
-	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) { runReservation(t, st, adapt) })
+	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
+		t.Run("default", func(t *testing.T) { runReservation(t, newCharger(t, st, false), adapt) })
+		t.Run("atomic", func(t *testing.T) { runAtomicReservation(t, newCharger(t, st, true), adapt) })
+	})
 }
 
-func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter) {
-	c := &charger{st: st, db: st.DB(t), table: testenv.Name("charges"), kids: testenv.Name("charge_kids"),
+// newCharger creates the business tables of one run of the rows.
+func newCharger(t *testing.T, st *stacktest.Stack, atomic bool) *charger {
+	c := &charger{st: st, db: st.DB(t), table: testenv.Name("charges"), kids: testenv.Name("charge_kids"), atomic: atomic,
 		modes: map[string]mode{}, hooks: map[string]func(){}, errs: map[string]error{}}
 	c.sqlite = c.db.Dialect().Name() == dialect.SQLite
 	parents := testenv.Name("charge_parents")
@@ -247,46 +267,60 @@ func runReservation(t *testing.T, st *stacktest.Stack, adapt ReservationAdapter)
 			_, _ = c.db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table)
 		}
 	})
+	return c
+}
 
-	type instance struct {
-		store *tiered.Store
-		srv   *httptest.Server
+// instance is one service instance of the rows: a Store and a server.
+type instance struct {
+	store *tiered.Store
+	srv   *httptest.Server
+}
+
+// start starts an instance over c's stack, atomic when c is.
+func (c *charger) start(t *testing.T, adapt ReservationAdapter) instance {
+	sql := c.st.SQLLayer(t)
+	store, err := tiered.New(tiered.WithRedis(c.st.RedisLayer(t)), tiered.WithSQL(sql), tiered.WithTimeouts(2*time.Second, 10*time.Second),
+		tiered.WithAtomic(c.atomic))
+	if err != nil {
+		t.Fatal(err)
 	}
-	start := func(t *testing.T) instance {
-		sql := st.SQLLayer(t)
-		store, err := tiered.New(tiered.WithRedis(st.RedisLayer(t)), tiered.WithSQL(sql), tiered.WithTimeouts(2*time.Second, 10*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = store.Close() })
-		h := must.Get(adapt(store, c.serve(sql)))(t)
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return instance{store, srv}
+	t.Cleanup(func() { _ = store.Close() })
+	h := must.Get(adapt(store, c.serve(sql)))(t)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return instance{store, srv}
+}
+
+// post sends the charge id's request to in.
+func post(t *testing.T, ctx context.Context, in instance, id string) (Result, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.srv.URL+"/charge/"+id, strings.NewReader(`{"amount":100}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	post := func(t *testing.T, ctx context.Context, in instance, id string) (Result, error) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.srv.URL+"/charge/"+id, strings.NewReader(`{"amount":100}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "key-"+id)
-		resp, err := in.srv.Client().Do(req)
-		if err != nil {
-			return Result{}, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return Result{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}, err
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "key-"+id)
+	resp, err := in.srv.Client().Do(req)
+	if err != nil {
+		return Result{}, err
 	}
-	want := func(id string) string { return fmt.Sprintf(`{"charge":%q,"token_seen":true}`, id) }
-	check := func(t *testing.T, got Result, id string) {
-		t.Helper()
-		if got.Status != http.StatusCreated || got.ContentType != "application/json" || got.Body != want(id) {
-			t.Fatalf("got %d %q %q, want 201 application/json %s", got.Status, got.ContentType, got.Body, want(id))
-		}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return Result{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}, err
+}
+
+// check fails t unless got is the charge id's response.
+func check(t *testing.T, got Result, id string) {
+	t.Helper()
+	want := fmt.Sprintf(`{"charge":%q,"token_seen":true}`, id)
+	if got.Status != http.StatusCreated || got.ContentType != "application/json" || got.Body != want {
+		t.Fatalf("got %d %q %q, want 201 application/json %s", got.Status, got.ContentType, got.Body, want)
 	}
+}
+
+func runReservation(t *testing.T, c *charger, adapt ReservationAdapter) {
+	st := c.st
+	start := func(t *testing.T) instance { return c.start(t, adapt) }
 
 	t.Run("committed then the instance dies, the retry replays elsewhere", func(t *testing.T) {
 		a, b := start(t), start(t)

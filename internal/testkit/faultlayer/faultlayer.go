@@ -169,9 +169,10 @@ func (l *Layer) Waiting() *WaitingLayer { return &WaitingLayer{l} }
 type WaitingLayer struct{ *Layer }
 
 var (
-	_ idem.Layer  = (*Layer)(nil)
-	_ idem.Waiter = (*WaitingLayer)(nil)
-	_ idem.Filler = (*WaitingLayer)(nil)
+	_ idem.Layer   = (*Layer)(nil)
+	_ idem.Waiter  = (*WaitingLayer)(nil)
+	_ idem.Filler  = (*WaitingLayer)(nil)
+	_ atomicRunner = (*AtomicLayer)(nil)
 )
 
 // Wait implements idem.Waiter.
@@ -188,4 +189,45 @@ func (l *WaitingLayer) Fill(ctx context.Context, rec idem.Record, ttl time.Durat
 		return err
 	}
 	return l.Inner.(idem.Filler).Fill(ctx, rec, ttl)
+}
+
+// atomicRunner is the method of a deciding layer that runs an execution in
+// one transaction of its database (tiered.AtomicLayer's, as
+// *sqllayer.Layer has it).
+type atomicRunner interface {
+	RunAtomic(ctx context.Context, key idem.Key, fingerprint string, lease, ttl, wait, timeout time.Duration,
+		work func(ctx context.Context, rec idem.Record, complete func(result []byte) error) error) (idem.Record, bool, error)
+}
+
+// Atomic returns a wrapper that also implements tiered.AtomicLayer by
+// passing RunAtomic through to Inner, which must have it (ok is false when
+// it does not). The faults stay where the calls go: Reserve's (and its
+// count) apply to the claim before the transaction begins, Complete's to
+// the completion the work writes in the transaction — a failed completion
+// rolls the execution back, as a database refusing it would.
+func (l *Layer) Atomic() (a *AtomicLayer, ok bool) {
+	if _, ok := l.Inner.(atomicRunner); !ok {
+		return nil, false
+	}
+	return &AtomicLayer{l}, true
+}
+
+// AtomicLayer is a Layer whose Inner runs atomic executions.
+type AtomicLayer struct{ *Layer }
+
+// RunAtomic implements tiered.AtomicLayer.
+func (l *AtomicLayer) RunAtomic(ctx context.Context, key idem.Key, fingerprint string, lease, ttl, wait, timeout time.Duration,
+	work func(ctx context.Context, rec idem.Record, complete func(result []byte) error) error) (idem.Record, bool, error) {
+	if err := l.enter(ctx, Reserve); err != nil {
+		return idem.Record{}, false, err
+	}
+	return l.Inner.(atomicRunner).RunAtomic(ctx, key, fingerprint, lease, ttl, wait, timeout,
+		func(ctx context.Context, rec idem.Record, complete func(result []byte) error) error {
+			return work(ctx, rec, func(result []byte) error {
+				if err := l.enter(ctx, Complete); err != nil {
+					return err
+				}
+				return complete(result)
+			})
+		})
 }
