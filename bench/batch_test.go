@@ -25,9 +25,10 @@ import (
 //	                         Postgres claims and completions share statements)
 //	              unbatched: the same without batching (the default)
 //	              floor:     (16 and 64 goroutines) the same keys in hand-written
-//	                         multi-row statements, each as full as n requests can
-//	                         fill one of the layer's 4 statements in flight
-//	                         (claimsFloor): the most batching can gain
+//	                         multi-row statements, four in flight like the layer's
+//	                         at most, each as full as n requests can make four
+//	                         (claimsFloor): the server's cost of batches of that
+//	                         shape, with no queue and no per-caller answer
 //	op=duplicate  baseline:  SELECT of the row by primary key
 //	              idem:      Reserve on a completed key, batching on
 //	op=events100  baseline:  100 MarkProcessed calls in one transaction

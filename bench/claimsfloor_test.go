@@ -17,8 +17,10 @@ import (
 const claimSlots = 4
 
 // claimsFloor is op=new's impl=floor in BenchmarkSQLBatch at n concurrent
-// requests: the least the server can be asked to do for the same new keys
-// when every statement the layer may have in flight goes out full. n
+// requests: what the server costs for the same new keys when every
+// statement the layer may have in flight goes out full. Where commits are
+// the cost, fewer and fuller statements than these can cost less: a
+// reference for batching, not a bound on it. n
 // requests wait for at most n claims or completions at a time, shared by at
 // most claimSlots statements; so claimSlots goroutines each send, in a
 // loop, one hand-written statement that claims n/(2·claimSlots) fresh keys
