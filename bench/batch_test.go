@@ -24,6 +24,11 @@ import (
 //	              idem:      Reserve + Complete of a fresh key, WithBatchSize(64) (on
 //	                         Postgres claims and completions share statements)
 //	              unbatched: the same without batching (the default)
+//	              floor:     (16 and 64 goroutines) the same keys in hand-written
+//	                         multi-row statements, four in flight like the layer's
+//	                         at most, each as full as n requests can make four
+//	                         (claimsFloor): the server's cost of batches of that
+//	                         shape, with no queue and no per-caller answer
 //	op=duplicate  baseline:  SELECT of the row by primary key
 //	              idem:      Reserve on a completed key, batching on
 //	op=events100  baseline:  100 MarkProcessed calls in one transaction
@@ -77,6 +82,9 @@ func BenchmarkSQLBatch(b *testing.B) {
 		})
 		b.Run(name("new", n, "idem"), func(b *testing.B) { parallel(b, n, newKey(l)) })
 		b.Run(name("new", n, "unbatched"), func(b *testing.B) { parallel(b, n, newKey(single)) })
+		if n > 1 {
+			b.Run(name("new", n, "floor"), newClaimsFloor(db, table, n, token).run)
+		}
 		b.Run(name("duplicate", n, "baseline"), func(b *testing.B) {
 			parallel(b, n, func() {
 				if err := raw.selectKey(ctx, dup); err != nil {

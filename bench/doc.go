@@ -12,6 +12,11 @@
 //	benchstat -col /impl bench.txt
 //
 // prints the two side by side with the difference (make bench does both).
+// Some operations add impl=floor: the least any implementation could cost
+// on the machine, written by hand (see each benchmark). BenchmarkTiersPaired
+// alone runs its implementations in turns within one benchmark and reports
+// their ratios as metrics, for a machine whose load moves faster than a
+// benchmark runs.
 // Backends are embedded (miniredis, a SQLite file) unless IDEM_REDIS_URL or
 // IDEM_POSTGRES_DSN name real ones.
 package bench

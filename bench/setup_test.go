@@ -69,6 +69,7 @@ func redisFor(b *testing.B) (*redis.Client, string) {
 	o.PoolSize = 64
 	c := redis.NewClient(o)
 	b.Cleanup(func() { _ = c.Close() })
+	warmRedis(b, c, o.PoolSize)
 	prefix := testenv.Prefix()
 	b.Cleanup(func() { sweepRedis(b, c, prefix) })
 	return c, prefix
@@ -113,6 +114,7 @@ func dbFor(b *testing.B) (db *bun.DB, records string) {
 		sqldb.SetMaxOpenConns(32)
 		sqldb.SetMaxIdleConns(32)
 		db = bun.NewDB(sqldb, pgdialect.New())
+		warmSQL(b, sqldb, 32)
 	} else {
 		path := filepath.Join(b.TempDir(), "bench.db")
 		if sqldb, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"); err != nil {
@@ -132,6 +134,51 @@ func dbFor(b *testing.B) (db *bun.DB, records string) {
 		b.Fatal(err)
 	}
 	return db, records
+}
+
+// warmSQL opens n connections of db's pool before anything is measured, so
+// that the first benchmark at many goroutines (a baseline, by the order
+// they run in) does not pay for the server processes the others reuse.
+func warmSQL(b *testing.B, db *sql.DB, n int) {
+	b.Helper()
+	ctx := context.Background()
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close() // back to the pool, which keeps n idle
+		}
+	}()
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.PingContext(ctx); err != nil {
+			_ = c.Close()
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+}
+
+// warmRedis opens n connections of c's pool, for the reason warmSQL does.
+func warmRedis(b *testing.B, c *redis.Client, n int) {
+	b.Helper()
+	ctx := context.Background()
+	conns := make([]*redis.Conn, 0, n)
+	defer func() {
+		for _, cn := range conns {
+			_ = cn.Close() // back to the pool
+		}
+	}()
+	for range n {
+		cn := c.Conn()
+		if err := cn.Ping(ctx).Err(); err != nil {
+			_ = cn.Close()
+			b.Fatal(err)
+		}
+		conns = append(conns, cn)
+	}
 }
 
 func tableOpts(records, events, versions string) []sqllayer.Option {
