@@ -25,6 +25,7 @@ func init() {
 			},
 			firstCode: codes.Internal,
 			retryV:    "again", runs: 2,
+			atomic: atomicEnding{firstV: "A", firstHeader: "/A", firstTrailer: "A", stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1},
 		},
 		ending{
 			name: "completes twice with other bytes",
@@ -49,6 +50,7 @@ func init() {
 			},
 			firstV: "A", firstHeader: "/A", firstTrailer: "A",
 			stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1, charges: 1,
+			atomic: refusedAtomic,
 		},
 	)
 }

@@ -40,6 +40,23 @@ func (r *endingRun) commitThen(then func() (*structpb.Struct, error)) (*structpb
 
 var errDeclined = errors.New("the provider declined")
 
+// outliveLease waits, in the atomic mode, until the run has gone half a
+// lease past its lease, and checks that the deciding tier saw no renewal
+// (the open transaction is the lease).
+func (r *endingRun) outliveLease() error {
+	select {
+	case <-time.After(r.lease * 3 / 2):
+	case <-r.ctx.Done():
+		return status.FromContextError(r.ctx.Err()).Err()
+	}
+	select {
+	case <-r.renew:
+		return status.Error(codes.Internal, "the deciding tier saw a renewal of an atomic execution")
+	default:
+		return nil
+	}
+}
+
 // endings are the rows of TestHandlerEndings.
 var endings = []ending{
 	{
@@ -47,6 +64,7 @@ var endings = []ending{
 		first:  func(r *endingRun) (*structpb.Struct, error) { return r.answered("A") },
 		firstV: "A", firstHeader: "/A", firstTrailer: "A",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1,
+		atomic: sameAtomic,
 	},
 	{
 		name: "returns a kept error",
@@ -56,6 +74,7 @@ var endings = []ending{
 		},
 		firstCode: codes.InvalidArgument, firstMsg: "bad amount", firstHeader: "/A", firstTrailer: "A",
 		stored: "code:InvalidArgument", storedHeader: "/A", retryCode: codes.InvalidArgument, runs: 1,
+		atomic: sameAtomic,
 	},
 	{
 		name: "returns a released error",
@@ -64,18 +83,21 @@ var endings = []ending{
 		},
 		firstCode: codes.Unavailable, firstMsg: "provider down",
 		retryV: "again", runs: 2,
+		atomic: sameAtomic,
 	},
 	{
 		name:      "returns nil, nil",
 		first:     func(*endingRun) (*structpb.Struct, error) { return nil, nil },
 		firstCode: codes.Internal, firstMsg: "no response message",
 		retryV: "again", runs: 2,
+		atomic: sameAtomic,
 	},
 	{
 		name:      "panics before setting metadata",
 		first:     func(*endingRun) (*structpb.Struct, error) { panic("boom") },
 		firstCode: codes.Internal, firstMsg: "panicked",
 		retryV: "again", runs: 2,
+		atomic: sameAtomic,
 	},
 	{
 		name: "panics after setting metadata",
@@ -85,12 +107,14 @@ var endings = []ending{
 		},
 		firstCode: codes.Internal, firstMsg: "panicked",
 		retryV: "again", runs: 2,
+		atomic: sameAtomic,
 	},
 	{
 		name:      "calls runtime.Goexit",
 		first:     func(*endingRun) (*structpb.Struct, error) { runtime.Goexit(); return nil, nil },
 		firstCode: codes.Internal,
 		retryV:    "again", runs: 2,
+		atomic: sameAtomic,
 	},
 	{
 		name:    "the client gives up mid-run",
@@ -102,30 +126,47 @@ var endings = []ending{
 		},
 		firstCode: codes.DeadlineExceeded,
 		stored:    "v:A", storedHeader: "/A", retryV: "A", runs: 1,
+		atomic: sameAtomic,
 	},
 	{
 		name:  "works longer than the lease",
 		lease: 2 * time.Second,
 		first: func(r *endingRun) (*structpb.Struct, error) {
-			for range 4 { // four renewals, a third of the lease apart
-				<-r.renew
+			if r.atomic {
+				if err := r.outliveLease(); err != nil {
+					return nil, err
+				}
+			} else {
+				for range 4 { // four renewals, a third of the lease apart
+					<-r.renew
+				}
 			}
 			r.dup()
 			return r.answered("A")
 		},
 		firstV: "A", firstHeader: "/A", firstTrailer: "A",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1,
+		atomic: sameAtomic,
 	},
 	{
 		name:      "loses its lease",
 		lease:     600 * time.Millisecond,
 		renewLost: true,
 		first: func(r *endingRun) (*structpb.Struct, error) {
+			if r.atomic {
+				// The open transaction is the lease: nothing is renewed,
+				// so nothing is lost.
+				if err := r.outliveLease(); err != nil {
+					return nil, err
+				}
+				return r.answered("A")
+			}
 			<-r.ctx.Done() // cut off, cause idem.ErrLeaseLost
 			return nil, r.ctx.Err()
 		},
 		firstCode: codes.Aborted, firstMsg: "another owner took",
 		retryV: "again", runs: 2,
+		atomic: atomicEnding{firstV: "A", firstHeader: "/A", firstTrailer: "A", stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1},
 	},
 	{
 		name: "sets metadata after completing in its transaction",
@@ -138,6 +179,7 @@ var endings = []ending{
 		},
 		firstV: "A", firstHeader: "/A", firstTrailer: "A",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1, charges: 1,
+		atomic: refusedAtomic,
 	},
 	{
 		name: "rolls back before completing",
@@ -148,6 +190,7 @@ var endings = []ending{
 		},
 		firstCode: codes.Unavailable, firstMsg: errDeclined.Error(),
 		retryV: "again", runs: 2,
+		atomic: sameAtomic,
 	},
 	{
 		name: "rolls back after completing",
@@ -163,6 +206,7 @@ var endings = []ending{
 		},
 		firstCode: codes.Unavailable, firstMsg: errDeclined.Error(),
 		retryV: "again", runs: 2,
+		atomic: refusedAtomic,
 	},
 	{
 		name: "rolls back after completing and returns the message",
@@ -178,6 +222,7 @@ var endings = []ending{
 		},
 		firstCode: codes.Internal, firstMsg: "did not commit",
 		retryV: "again", runs: 2,
+		atomic: refusalIgnoredAtomic,
 	},
 	{
 		name: "its COMMIT fails",
@@ -188,8 +233,14 @@ var endings = []ending{
 				if _, err := tx.ExecContext(r.ctx, "INSERT INTO "+r.s.links+" (id, parent) VALUES (?, ?)", r.id, 404); err != nil {
 					return err
 				}
+				if r.atomic {
+					return nil // the Store completes, and its COMMIT fails
+				}
 				return r.complete(tx, resp("A"))
 			})
+			if r.atomic && err == nil {
+				return r.answered("A")
+			}
 			if err == nil {
 				return nil, status.Error(codes.Internal, "the COMMIT succeeded")
 			}
@@ -197,6 +248,7 @@ var endings = []ending{
 		},
 		firstCode: codes.Unavailable, firstMsg: "commit",
 		retryV: "again", runs: 2,
+		atomic: atomicEnding{firstCode: codes.Internal, firstMsg: "did not commit", retryV: "again", runs: 2},
 	},
 	{
 		name: "completes twice with the same bytes",
@@ -216,6 +268,7 @@ var endings = []ending{
 		},
 		firstV: "A", firstHeader: "/A", firstTrailer: "A",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1, charges: 1,
+		atomic: refusedAtomic,
 	},
 	{
 		name: "returns another message than it completed",
@@ -225,6 +278,7 @@ var endings = []ending{
 		},
 		firstCode: codes.Internal, firstMsg: "did not return the answer it completed",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1, charges: 1,
+		atomic: refusedAtomic,
 	},
 	{
 		name: "returns an error after committing",
@@ -234,6 +288,7 @@ var endings = []ending{
 		},
 		firstCode: codes.Internal, firstMsg: "did not return the answer it completed",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1, charges: 1,
+		atomic: refusedAtomic,
 	},
 	{
 		name: "returns a kept error after committing",
@@ -243,6 +298,7 @@ var endings = []ending{
 		},
 		firstCode: codes.Internal, firstMsg: "did not return the answer it completed",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1, charges: 1,
+		atomic: refusedAtomic,
 	},
 	{
 		name: "returns nil, nil after committing",
@@ -252,6 +308,7 @@ var endings = []ending{
 		},
 		firstCode: codes.Internal, firstMsg: "did not return the answer it completed",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1, charges: 1,
+		atomic: refusedAtomic,
 	},
 	{
 		name: "panics after committing",
@@ -261,5 +318,6 @@ var endings = []ending{
 		},
 		firstCode: codes.Internal, firstMsg: "did not return the answer it completed",
 		stored: "v:A", storedHeader: "/A", retryV: "A", runs: 1, charges: 1,
+		atomic: refusedAtomic,
 	},
 }

@@ -40,16 +40,28 @@ func TestHandlerEndings(t *testing.T) {
 		}
 		runEndings(t, &endingStack{decider: func(testing.TB) idem.Layer { return mem }})
 	})
-	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
-		db := businessDB(t, st)
-		runEndings(t, &endingStack{
-			st:      st,
-			db:      db,
-			charges: testenv.Name("grpc_end_charges"),
-			links:   testenv.Name("grpc_end_links"),
-			parents: testenv.Name("grpc_end_parents"),
+	for _, atomic := range []bool{false, true} {
+		name := "reservation"
+		if atomic {
+			// The Stores made WithAtomic: the handler's transaction is the
+			// Store's (sqllayer.TxFrom), and each row ends as its atomic
+			// outcome says.
+			name = "atomic"
+		}
+		t.Run(name, func(t *testing.T) {
+			stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
+				db := businessDB(t, st)
+				runEndings(t, &endingStack{
+					st:      st,
+					db:      db,
+					atomic:  atomic,
+					charges: testenv.Name("grpc_end_charges"),
+					links:   testenv.Name("grpc_end_links"),
+					parents: testenv.Name("grpc_end_parents"),
+				})
+			})
 		})
-	})
+	}
 }
 
 // endingStack is what the rows of one stack share.
@@ -57,6 +69,7 @@ type endingStack struct {
 	st      *stacktest.Stack            // nil over the memory layer
 	decider func(testing.TB) idem.Layer // the memory layer's deciding tier
 	db      *bun.DB                     // the business database, with the SQL stacks
+	atomic  bool                        // the Stores are made WithAtomic, deciding through db
 	// The business tables: a charge per committed run; a link whose
 	// parent is checked at COMMIT (a deferred foreign key).
 	charges, links, parents string
@@ -120,6 +133,47 @@ type ending struct {
 	retryCode    codes.Code
 	runs         int
 	charges      int // the charges committed (inTx rows)
+
+	// atomic is what follows in the atomic mode (tiered.WithAtomic), where
+	// the rows' transaction is the Store's own: sameAtomic when it is
+	// what is above.
+	atomic atomicEnding
+}
+
+// atomicEnding is a row's outcome in the atomic mode; the fields mean
+// what ending's do.
+type atomicEnding struct {
+	same                                                                      bool // as in the other modes
+	firstCode                                                                 codes.Code
+	firstMsg, firstV, firstHeader, firstTrailer, stored, storedHeader, retryV string
+	retryCode                                                                 codes.Code
+	runs, charges                                                             int
+}
+
+// sameAtomic says that a row ends in the atomic mode as in the others.
+var sameAtomic = atomicEnding{same: true}
+
+// refusedAtomic is the ending of a row whose handler completes its
+// reservation itself in the atomic mode, and answers the completion's
+// error as Unavailable: the completion is refused (a setup mistake,
+// idem.ErrConfig, which says why), the Store's transaction rolls back with
+// the charge, nothing is stored, and the retry runs.
+var refusedAtomic = atomicEnding{firstCode: codes.Unavailable, firstMsg: "this execution is atomic", retryV: "again", runs: 2}
+
+// refusalIgnoredAtomic is the ending of such a row whose handler ignores
+// the refusal and returns a message: still nothing commits, and the
+// caller gets the setup mistake as a failure, not the message.
+var refusalIgnoredAtomic = atomicEnding{firstCode: codes.Internal, firstMsg: "could not be completed", retryV: "again", runs: 2}
+
+// inMode returns the row as it ends in the given mode.
+func (e ending) inMode(atomic bool) ending {
+	if !atomic || e.atomic.same {
+		return e
+	}
+	a := e.atomic
+	e.firstCode, e.firstMsg, e.firstV, e.firstHeader, e.firstTrailer = a.firstCode, a.firstMsg, a.firstV, a.firstHeader, a.firstTrailer
+	e.stored, e.storedHeader, e.retryV, e.retryCode, e.runs, e.charges = a.stored, a.storedHeader, a.retryV, a.retryCode, a.runs, a.charges
+	return e
 }
 
 // endingRun is one run of a row's handler.
@@ -128,8 +182,10 @@ type endingRun struct {
 	ctx     context.Context
 	s       *endingStack
 	sql     *sqllayer.Layer
-	id      string // the row's charge ID
-	dup     func() // calls the key on another server: it must find it in flight
+	id      string        // the row's charge ID
+	atomic  bool          // the Store is atomic: its transaction is the run's
+	lease   time.Duration // the Store's lease, when the row sets it
+	dup     func()        // calls the key on another server: it must find it in flight
 	renew   <-chan struct{}
 	started chan<- struct{} // closed by a row that gives up, once it runs
 	gone    <-chan struct{} // closed once the first caller has its answer
@@ -164,7 +220,21 @@ func resp(v string) *structpb.Struct {
 // committing when fn returns nil. The transaction runs on a connection of
 // its own, rolled back when its COMMIT fails (SQLite keeps a transaction
 // whose deferred checks fail open).
+//
+// In the atomic mode the transaction is the Store's (sqllayer.TxFrom): it
+// commits or rolls back as the handler ends, and fn's error is returned
+// for the handler to end with.
 func (r *endingRun) tx(fn func(tx bun.Tx) error) error {
+	if r.atomic {
+		tx, ok := sqllayer.TxFrom(r.ctx)
+		if !ok {
+			return errors.New("no transaction on the atomic handler's context")
+		}
+		if _, err := tx.ExecContext(r.ctx, "INSERT INTO "+r.s.charges+" (id, amount) VALUES (?, ?)", r.id, 100); err != nil {
+			return err
+		}
+		return fn(tx)
+	}
 	conn, err := r.s.db.Conn(r.ctx)
 	if err != nil {
 		return err
@@ -210,7 +280,10 @@ func runEndings(t *testing.T, s *endingStack) {
 		if e.inTx && s.st == nil {
 			continue // the memory layer has no transaction to complete in
 		}
-		t.Run(e.name, func(t *testing.T) { s.run(t, i, e) })
+		if !e.atomic.same && e.atomic.runs == 0 {
+			t.Fatalf("%s: the row states no atomic outcome", e.name)
+		}
+		t.Run(e.name, func(t *testing.T) { s.run(t, i, e.inMode(s.atomic)) })
 	}
 }
 
@@ -219,11 +292,28 @@ func (s *endingStack) run(t *testing.T, i int, e ending) {
 	var sqlLayer *sqllayer.Layer
 	if s.st == nil {
 		inner = s.decider(t)
+	} else if s.atomic {
+		// The Store's transaction runs on the business pool, which checks
+		// foreign keys.
+		l, err := sqllayer.New(s.db, sqllayer.WithRecordsTable(s.st.Records), sqllayer.WithEventsTable(s.st.Events),
+			sqllayer.WithVersionsTable(s.st.Versions))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlLayer, inner = l, l
 	} else {
 		sqlLayer = s.st.SQLLayer(t)
 		inner = sqlLayer
 	}
 	decider := faultlayer.New(inner)
+	var deciding idem.Layer = decider
+	if s.atomic {
+		a, ok := decider.Atomic()
+		if !ok {
+			t.Fatalf("%T runs no atomic executions", inner)
+		}
+		deciding = a
+	}
 	renewals := make(chan struct{}, 64)
 	decider.Hook(faultlayer.Renew, func(context.Context) error {
 		select {
@@ -236,7 +326,7 @@ func (s *endingStack) run(t *testing.T, i int, e ending) {
 		decider.Fail(fmt.Errorf("%w: another owner took the key over", idem.ErrLeaseLost), faultlayer.Renew)
 	}
 	store := func(opts ...tiered.Option) *tiered.Store {
-		base := []tiered.Option{tiered.WithSQL(decider)}
+		base := []tiered.Option{tiered.WithSQL(deciding), tiered.WithAtomic(s.atomic)}
 		if s.st != nil {
 			base = append(base, tiered.WithRedis(s.st.RedisLayer(t)), tiered.WithTimeouts(2*time.Second, 10*time.Second))
 		}
@@ -268,7 +358,7 @@ func (s *endingStack) run(t *testing.T, i int, e ending) {
 			}
 			return resp("again"), nil
 		}
-		r := &endingRun{t: t, ctx: ctx, s: s, sql: sqlLayer, id: k, renew: renewals, started: started, gone: gone}
+		r := &endingRun{t: t, ctx: ctx, s: s, sql: sqlLayer, id: k, atomic: s.atomic, lease: e.lease, renew: renewals, started: started, gone: gone}
 		r.dup = func() {
 			d := call(t, other, methodCharge, key(k), req)
 			wantProblem(t, d, codes.Aborted, idemgrpc.ReasonInFlight, idemgrpc.DefaultInFlightDelay)
@@ -355,7 +445,10 @@ func (s *endingStack) checkStored(t *testing.T, l idem.Layer, k string, e ending
 	var err error
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		rec, err = l.Get(t.Context(), idem.NewKey(methodCharge, k))
-		if err != nil || rec.Completed() || time.Now().After(deadline) {
+		// An atomic execution's claim is seen by no one before it
+		// commits: no record yet may be a transaction still open.
+		pending := err == nil || errors.Is(err, idem.ErrNotFound) && s.atomic && e.stored != ""
+		if !pending || rec.Completed() || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // the work goes on after its caller gave up

@@ -10,7 +10,9 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
+	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -51,7 +53,7 @@ func (e *endingEnv) gaveUp(t *testing.T, then func(context.Context) ([]byte, err
 func (e *endingEnv) duplicated(t *testing.T) answered {
 	ch := doOn(t.Context(), e.a, e.key, e.held(value("paid")))
 	within(t, e.started, "the work to start")
-	impatient, _ := e.r.store(t, tiered.WithWait(0))
+	impatient, _ := e.store(t, tiered.WithWait(0))
 	if _, err := impatient.Do(t.Context(), e.key, "fp", e.fn(value("impatient"))); !errors.Is(err, idem.ErrInFlight) {
 		t.Errorf("a duplicate that does not wait got %v; want ErrInFlight", err)
 	}
@@ -88,17 +90,27 @@ func (e *endingEnv) commitFails(t *testing.T) answered {
 			t.Errorf("drop %s: %v", refs, err)
 		}
 	})
+	if e.atomic && e.r.st.SQL.Kind == "sqlite-file" {
+		// The transaction is the Store's: its connections must check them.
+		l := must.Get(sqllayer.New(db, sqllayer.WithRecordsTable(e.r.st.Records), sqllayer.WithEventsTable(e.r.st.Events),
+			sqllayer.WithVersionsTable(e.r.st.Versions)))(t)
+		e.a, e.aLayer = e.atomicStore(t, l)
+		e.sql = l
+	}
 	var commitErr error
 	got := e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
 		commitErr = e.inTx(ctx, db, func(ctx context.Context, tx bun.Tx, complete func() error) error {
 			if _, err := tx.ExecContext(ctx, "INSERT INTO "+refs+" (id, charge) VALUES (?, ?)", e.id, "no such charge"); err != nil {
 				return fmt.Errorf("insert: %w", err)
 			}
+			if e.atomic {
+				return nil // the Store completes, and its COMMIT fails
+			}
 			return complete()
 		})
 		return []byte(charged + e.id), commitErr
 	}))
-	if commitErr == nil {
+	if !e.atomic && commitErr == nil {
 		t.Fatal("the transaction committed")
 	}
 	return got

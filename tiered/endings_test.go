@@ -45,6 +45,42 @@ type ending struct {
 	retry string
 	// runs is how many times the work ran, the retry's included.
 	runs int64
+
+	// atomic is what follows in the atomic mode (tiered.WithAtomic), where
+	// fn's transaction is the Store's own (sqllayer.TxFrom), which the
+	// rows' transaction then is: sameAtomic when it is what is above.
+	atomic atomicOutcome
+}
+
+// atomicOutcome is a row's first answer, record, retry and runs in the
+// atomic mode; the fields mean what ending's do.
+type atomicOutcome struct {
+	same   bool // as in the other modes
+	value  string
+	errs   []error
+	stored string
+	retry  string
+	runs   int64
+}
+
+// sameAtomic says that a row ends in the atomic mode as in the others.
+var sameAtomic = atomicOutcome{same: true}
+
+// refusedAtomic is the ending of a row whose fn completes its reservation
+// itself in the atomic mode: the completion is refused (idem.ErrConfig),
+// the Store's transaction rolls back, nothing is stored, the retry runs.
+func refusedAtomic(value string) atomicOutcome {
+	return atomicOutcome{value: value, errs: []error{idem.ErrConfig}, retry: "retried", runs: 2}
+}
+
+// inMode returns the row as it ends in the given mode.
+func (row ending) inMode(atomic bool) ending {
+	if !atomic || row.atomic.same {
+		return row
+	}
+	a := row.atomic
+	row.value, row.errs, row.stored, row.retry, row.runs = a.value, a.errs, a.stored, a.retry, a.runs
+	return row
 }
 
 // errPanicked stands for a *tiered.PanicError in ending.errs.
@@ -63,6 +99,8 @@ type endingEnv struct {
 	aLayer *faultlayer.Layer // a's deciding layer
 	sql    *sqllayer.Layer   // a's own SQL layer, on SQL rigs: what completes a reservation
 	ledger *ledger           // a business table, on SQL rigs
+	atomic bool              // the Stores are made WithAtomic
+	lease  time.Duration     // a's lease, when the row sets it
 	key    idem.Key
 	id     string // the key's ID, the ledger's row
 	runs   atomic.Int64
@@ -95,13 +133,25 @@ func (e *endingEnv) call(t *testing.T, ctx context.Context, fn tiered.Func) answ
 }
 
 // inTx runs body in a transaction on the ledger's database, whose
-// completion of the reservation writes val through a's SQL layer.
+// completion of the reservation writes val through a's SQL layer. In the
+// atomic mode the transaction is the Store's (sqllayer.TxFrom), which
+// commits or rolls back as fn ends: body's error is fn's.
 func (e *endingEnv) inTx(ctx context.Context, db *bun.DB, body func(ctx context.Context, tx bun.Tx, complete func() error) error) error {
 	res, ok := idem.ReservationFrom(ctx)
 	if !ok {
 		return errors.New("no reservation on the work's context")
 	}
 	val := []byte("charged " + e.id)
+	if e.atomic {
+		tx, ok := sqllayer.TxFrom(ctx)
+		if !ok {
+			return errors.New("no transaction on the atomic work's context")
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+e.ledger.table+" (id, amount) VALUES (?, ?)", e.id, 100); err != nil {
+			return err
+		}
+		return body(ctx, tx, func() error { return e.sql.CompleteReservation(ctx, tx, res, val) })
+	}
 	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO "+e.ledger.table+" (id, amount) VALUES (?, ?)", e.id, 100); err != nil {
 			return err
@@ -122,11 +172,13 @@ func TestStoreDoEndings(t *testing.T) {
 			name:  "returns a value",
 			first: func(t *testing.T, e *endingEnv) answered { return e.call(t, t.Context(), e.fn(value("paid"))) },
 			value: "paid", stored: "paid", retry: "paid", runs: 1,
+			atomic: sameAtomic,
 		},
 		{
 			name:  "returns an error",
 			first: func(t *testing.T, e *endingEnv) answered { return e.call(t, t.Context(), e.fn(fails("", errDeclined))) },
 			errs:  []error{errDeclined}, retry: "retried", runs: 2,
+			atomic: sameAtomic,
 		},
 		{
 			name: "returns a value and an error",
@@ -134,6 +186,7 @@ func TestStoreDoEndings(t *testing.T) {
 				return e.call(t, t.Context(), e.fn(fails("partial", errDeclined)))
 			},
 			value: "partial", errs: []error{errDeclined}, retry: "retried", runs: 2,
+			atomic: sameAtomic,
 		},
 		{
 			name: "panics",
@@ -141,6 +194,7 @@ func TestStoreDoEndings(t *testing.T) {
 				return e.call(t, t.Context(), e.fn(func(context.Context) ([]byte, error) { panic("card processor exploded") }))
 			},
 			errs: []error{errPanicked}, retry: "retried", runs: 2,
+			atomic: sameAtomic,
 		},
 		{
 			name: "panics with the caller's ctx cancelled",
@@ -148,6 +202,7 @@ func TestStoreDoEndings(t *testing.T) {
 				return e.gaveUp(t, func(context.Context) ([]byte, error) { panic("card processor exploded") })
 			},
 			errs: []error{errGone}, retry: "retried", runs: 2,
+			atomic: sameAtomic,
 		},
 		{
 			name: "calls runtime.Goexit",
@@ -158,15 +213,20 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			errs: []error{tiered.ErrGoexit}, retry: "retried", runs: 2,
+			atomic: sameAtomic,
 		},
 		{
 			name:  "the caller's ctx cancelled while fn runs",
 			first: func(t *testing.T, e *endingEnv) answered { return e.gaveUp(t, value("paid")) },
 			errs:  []error{errGone}, stored: "paid", retry: "paid", runs: 1,
+			atomic: sameAtomic,
 		},
 		{
 			name: "runs longer than the lease", lease: 2 * time.Second,
 			first: func(t *testing.T, e *endingEnv) answered {
+				if e.atomic {
+					return e.outlivesLease(t)
+				}
 				return e.call(t, t.Context(), e.fn(func(context.Context) ([]byte, error) {
 					// Four renewals, one every lease/3: the work has outlived
 					// its first lease.
@@ -180,11 +240,13 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			value: "paid", stored: "paid", retry: "paid", runs: 1,
+			atomic: sameAtomic,
 		},
 		{
 			name:  "a duplicate during it",
 			first: func(t *testing.T, e *endingEnv) answered { return e.duplicated(t) },
 			value: "paid", stored: "paid", retry: "paid", runs: 1,
+			atomic: sameAtomic,
 		},
 		{
 			name: "a reservation rolled back before completing", tx: true,
@@ -194,6 +256,7 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			errs: []error{errDeclined}, retry: "retried", runs: 2,
+			atomic: sameAtomic,
 		},
 		{
 			name: "a reservation rolled back after completing", tx: true,
@@ -208,6 +271,7 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			value: charged, errs: []error{tiered.ErrNotCommitted, errDeclined}, retry: "retried", runs: 2,
+			atomic: refusedAtomic(charged),
 		},
 		{
 			name: "a reservation completed and committed", tx: true,
@@ -217,11 +281,13 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			value: charged, stored: charged, retry: charged, runs: 1,
+			atomic: refusedAtomic(charged),
 		},
 		{
 			name: "a reservation completed whose COMMIT fails", tx: true,
 			first: func(t *testing.T, e *endingEnv) answered { return e.commitFails(t) },
 			value: charged, errs: []error{tiered.ErrNotCommitted}, retry: "retried", runs: 2,
+			atomic: atomicOutcome{value: charged, errs: []error{tiered.ErrNotCommitted}, retry: "retried", runs: 2},
 		},
 		{
 			name: "a reservation never completed", tx: true,
@@ -234,6 +300,7 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			value: "paid", stored: "paid", retry: "paid", runs: 1,
+			atomic: sameAtomic,
 		},
 		{
 			name: "a reservation completed twice with the same bytes", tx: true,
@@ -248,6 +315,7 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			value: charged, stored: charged, retry: charged, runs: 1,
+			atomic: refusedAtomic(charged),
 		},
 		{
 			// A second completion with other bytes is refused at the call;
@@ -271,6 +339,7 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			value: charged, stored: charged, retry: charged, runs: 1,
+			atomic: refusedAtomic(charged),
 		},
 		{
 			// fn returns other bytes than it completed: what committed is
@@ -283,6 +352,7 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			value: charged, stored: charged, retry: charged, runs: 1,
+			atomic: refusedAtomic("other bytes"),
 		},
 		{
 			name: "a panic after the reservation committed", tx: true,
@@ -295,26 +365,67 @@ func TestStoreDoEndings(t *testing.T) {
 				}))
 			},
 			value: charged, stored: charged, retry: charged, runs: 1,
+			atomic: refusedAtomic(""),
 		},
+	}
+	for _, row := range rows {
+		if !row.atomic.same && row.atomic.runs == 0 {
+			t.Fatalf("%s: the row states no atomic outcome", row.name)
+		}
 	}
 	eachRig(t, func(t *testing.T, r *rig) {
 		for _, row := range rows {
 			if row.tx && !r.sqlDecides() {
 				continue // no SQL transaction to complete in
 			}
-			t.Run(row.name, func(t *testing.T) { row.check(t, r) })
+			t.Run(row.name, func(t *testing.T) { row.check(t, r, false) })
 		}
+	})
+	// The atomic mode, where a SQL layer decides: each row ends as its
+	// atomic outcome says.
+	t.Run("atomic", func(t *testing.T) {
+		eachSQLRig(t, func(t *testing.T, r *rig) {
+			for _, row := range rows {
+				t.Run(row.name, func(t *testing.T) { row.inMode(true).check(t, r, true) })
+			}
+		})
 	})
 }
 
-func (row ending) check(t *testing.T, r *rig) {
-	e := &endingEnv{r: r, started: make(chan struct{}), release: make(chan struct{})}
+// store returns a Store over the rig's backends, made WithAtomic in the
+// atomic mode, and the fault layer of its deciding tier.
+func (e *endingEnv) store(t *testing.T, opts ...tiered.Option) (*tiered.Store, *faultlayer.Layer) {
+	t.Helper()
+	if !e.atomic {
+		return e.r.store(t, opts...)
+	}
+	return e.atomicStore(t, e.r.st.SQLLayer(t), opts...)
+}
+
+// atomicStore returns an atomic Store that decides through l, with the
+// rig's Redis in front.
+func (e *endingEnv) atomicStore(t *testing.T, l *sqllayer.Layer, opts ...tiered.Option) (*tiered.Store, *faultlayer.Layer) {
+	t.Helper()
+	decides := e.r.wrap(l)
+	runs, ok := decides.Atomic()
+	if !ok {
+		t.Fatalf("%T runs no atomic executions", l)
+	}
+	base := []tiered.Option{
+		tiered.WithRedis(e.r.wrap(e.r.st.RedisLayer(t)).Waiting()), tiered.WithSQL(runs), tiered.WithAtomic(true),
+		tiered.WithTimeouts(2*time.Second, 10*time.Second),
+	}
+	return newStore(t, append(base, opts...)...), decides
+}
+
+func (row ending) check(t *testing.T, r *rig, atomic bool) {
+	e := &endingEnv{r: r, atomic: atomic, lease: row.lease, started: make(chan struct{}), release: make(chan struct{})}
 	var opts []tiered.Option
 	if row.lease > 0 {
 		opts = append(opts, tiered.WithLease(row.lease))
 	}
-	e.a, e.aLayer = r.store(t, opts...)
-	e.b, _ = r.store(t)
+	e.a, e.aLayer = e.store(t, opts...)
+	e.b, _ = e.store(t)
 	if r.sqlDecides() {
 		e.sql = e.aLayer.Inner.(*sqllayer.Layer)
 		e.ledger = newLedger(t, r.st)
@@ -363,4 +474,35 @@ func (row ending) check(t *testing.T, r *rig) {
 	if n := e.runs.Load(); n != row.runs {
 		t.Errorf("the work ran %d times; want %d", n, row.runs)
 	}
+	if row.tx {
+		// fn's ledger row committed exactly when what it completed did.
+		want := 0
+		if row.stored == charged {
+			want = 1
+		}
+		var n int
+		if err := e.ledger.db.QueryRowContext(t.Context(), "SELECT count(*) FROM "+e.ledger.table+" WHERE id = ?", e.id).Scan(&n); err != nil {
+			t.Fatal(err)
+		} else if n != want {
+			t.Errorf("the ledger holds %d rows of the key; want %d", n, want)
+		}
+	}
+}
+
+// outlivesLease makes the first call, in the atomic mode, with work that
+// runs half a lease past its lease: nothing is renewed in the deciding
+// tier (the open transaction is the lease), and a duplicate on another
+// Store that does not wait still finds the key in flight.
+func (e *endingEnv) outlivesLease(t *testing.T) answered {
+	return e.call(t, t.Context(), e.fn(func(context.Context) ([]byte, error) {
+		time.Sleep(e.lease * 3 / 2)
+		if n := e.aLayer.Calls(faultlayer.Renew); n != 0 {
+			return nil, fmt.Errorf("%d renewals in the deciding tier; want none", n)
+		}
+		impatient, _ := e.store(t, tiered.WithWait(0))
+		if _, err := impatient.Do(t.Context(), e.key, "fp", e.fn(value("impatient"))); !errors.Is(err, idem.ErrInFlight) {
+			return nil, fmt.Errorf("a duplicate past the lease got %v; want ErrInFlight", err)
+		}
+		return []byte("paid"), nil
+	}))
 }
