@@ -311,30 +311,9 @@ func (c *call) judgeAtomic(st *atomicRun, rec idem.Record, found bool, commitErr
 	return outcome{result: Result{Value: st.val, Tier: idem.TierSQL}, err: err}
 }
 
-// readBack reads the key's record until the deciding tier answers, until
-// passes (zero: no bound), or the Store closes; then it returns the last
-// error. found is false when there is no record.
+// readBack reads the key's record in SQL (see readRecord): an atomic
+// execution holds no lease to keep meanwhile.
 func (c *call) readBack(until time.Time) (rec idem.Record, found bool, err error) {
-	s := c.s
-	pause := s.retryPause()
-	for {
-		sent := time.Now()
-		ctx, cancel := s.sqlHoldBounds.call(c.ctx, sent)
-		rec, err = s.sql.Get(ctx, c.key)
-		cancel()
-		c.tierCall(idem.TierSQL, sent, err)
-		switch {
-		case err == nil:
-			return rec, true, nil
-		case errors.Is(err, idem.ErrNotFound):
-			return idem.Record{}, false, nil
-		case s.stopped(c.ctx):
-			return idem.Record{}, false, err
-		case !until.IsZero() && !time.Now().Add(pause).Before(until):
-			return idem.Record{}, false, err
-		}
-		if !s.sleep(c.ctx, pause) {
-			return idem.Record{}, false, err
-		}
-	}
+	rec, found, _, err = c.readRecord(idem.TierSQL, c.s.sql, until, nil)
+	return rec, found, err
 }

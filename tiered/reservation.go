@@ -84,13 +84,32 @@ func (c *call) settleInTx(h *hold, written idem.Ending, val []byte, fnErr error,
 func (h *hold) verify(until time.Time) (rec idem.Record, found bool, sent time.Time, err error) {
 	c, s := h.c, h.c.s
 	layer, _ := h.claim()
+	return c.readRecord(h.tier, layer, until, func(err error) {
+		if h.tier == idem.TierRedis {
+			s.redisFailed(c.ctx, c.key, err)
+		}
+		if time.Since(h.renewed) >= s.cfg.lease/3 {
+			// A renewal refused may be fn's own completion that committed:
+			// the next read tells.
+			h.renew()
+		}
+	})
+}
+
+// readRecord reads the key's record from layer, the tier's, until it
+// answers, or until passes (zero: no bound) or the Store closes; then it
+// returns the last error. between, when not nil, runs after each failed
+// read with its error. found is false when the record is gone; sent is when
+// the answering read was sent.
+func (c *call) readRecord(tier idem.Tier, layer idem.Layer, until time.Time, between func(err error)) (rec idem.Record, found bool, sent time.Time, err error) {
+	s := c.s
 	pause := s.retryPause()
 	for {
 		sent = time.Now()
-		ctx, cancel := s.holdBounds(h.tier).call(c.ctx, sent)
+		ctx, cancel := s.holdBounds(tier).call(c.ctx, sent)
 		rec, err = layer.Get(ctx, c.key)
 		cancel()
-		c.tierCall(h.tier, sent, err)
+		c.tierCall(tier, sent, err)
 		switch {
 		case err == nil:
 			return rec, true, sent, nil
@@ -99,13 +118,8 @@ func (h *hold) verify(until time.Time) (rec idem.Record, found bool, sent time.T
 		case s.stopped(c.ctx):
 			return idem.Record{}, false, sent, err
 		}
-		if h.tier == idem.TierRedis {
-			s.redisFailed(c.ctx, c.key, err)
-		}
-		if time.Since(h.renewed) >= s.cfg.lease/3 {
-			// A renewal refused may be fn's own completion that committed:
-			// the next read tells.
-			h.renew()
+		if between != nil {
+			between(err)
 		}
 		if !until.IsZero() && !time.Now().Add(pause).Before(until) {
 			return idem.Record{}, false, sent, err
