@@ -2,7 +2,6 @@ package idemwatermill
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/idemkit/idem"
@@ -43,11 +42,11 @@ func (r *Repository) IsDuplicate(ctx context.Context, key string) (bool, error) 
 	if key == "" {
 		return false, fmt.Errorf("%w: empty key", ErrNoIdentity)
 	}
-	res, err := r.store.Do(ctx, idem.NewKey(r.scope, key), "", seen)
-	if err != nil && !errors.Is(err, tiered.ErrNotReplayable) {
+	dup, err := r.store.Once(ctx, idem.NewKey(r.scope, key), seen)
+	if err != nil {
 		return false, fmt.Errorf("idemwatermill: IsDuplicate: %w", err)
 	}
-	return res.Replayed, nil
+	return dup, nil
 }
 
-func seen(context.Context) ([]byte, error) { return []byte{}, nil }
+func seen(context.Context) error { return nil }
