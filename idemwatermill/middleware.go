@@ -114,8 +114,8 @@ func (m *middleware) hold(ctx context.Context) {
 // result recorded for its run (it completed the key in its transaction
 // with others): the recorded ones are what every delivery returns.
 func (m *middleware) checkReturned(run *run, result []byte, id string) {
-	returned, ok := run.returned()
-	if !ok || len(returned) == 0 {
+	returned := run.returned()
+	if len(returned) == 0 {
 		return
 	}
 	enc, err := encode(returned)
@@ -132,8 +132,7 @@ type run struct {
 	msg *message.Message
 
 	mu  sync.Mutex
-	out []*message.Message
-	set bool
+	out []*message.Message // what the handler returned without error
 }
 
 // fn is the Store's function: it runs the handler on a copy of the message
@@ -155,14 +154,14 @@ func (x *run) fn(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	x.mu.Lock()
-	x.out, x.set = out, true
+	x.out = out
 	x.mu.Unlock()
 	return encode(out)
 }
 
 // returned is what the handler returned, when it returned without error.
-func (x *run) returned() ([]*message.Message, bool) {
+func (x *run) returned() []*message.Message {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.out, x.set
+	return x.out
 }
