@@ -26,8 +26,10 @@ import (
 // atomicTx is one atomic execution's transaction.
 type atomicTx struct {
 	l       *Layer
-	ctx     context.Context // the transaction's
-	conn    bun.Conn        // the pool's connection the transaction holds
+	ctx     context.Context         // the transaction's
+	end     context.CancelCauseFunc // ends ctx, once the transaction did
+	conn    bun.Conn                // the pool's connection the transaction holds
+	server  int64                   // the server's id of conn's session; 0: none (see watch)
 	tx      bun.Tx
 	q       querier
 	key     idem.Key
@@ -123,25 +125,37 @@ func (l *Layer) RunAtomic(ctx context.Context, key idem.Key, fingerprint string,
 		return rec, false, err
 	}
 	a.ttl = ttl
-	return l.runClaimed(ctx, a, rec, work)
+	return l.runClaimed(a, rec, lease, work)
 }
 
-// runClaimed runs work in the claimed transaction a and commits or rolls
-// back.
-func (l *Layer) runClaimed(ctx context.Context, a *atomicTx, rec idem.Record,
+// runClaimed runs work in the claimed transaction a, watched for the
+// lease, and commits or rolls back.
+func (l *Layer) runClaimed(a *atomicTx, rec idem.Record, lease time.Duration,
 	work func(ctx context.Context, rec idem.Record, complete func(result []byte) error) error) (idem.Record, bool, error) {
 	l.atomics.Store(a.token, a)
+	workCtx, lost := context.WithCancelCause(context.WithValue(a.ctx, atomicKey{}, a))
+	stopWatch := a.watch(lease, lost)
 	ended := false
 	defer func() {
 		if !ended {
 			// work panicked or called runtime.Goexit: nothing commits.
+			stopWatch()
+			lost(nil)
 			_ = a.tx.Rollback()
+			a.end(nil)
 			l.disconnect(a.conn)
 			l.atomics.Delete(a.token)
 		}
 	}()
-	err := work(context.WithValue(ctx, atomicKey{}, a), rec, a.complete)
+	err := work(workCtx, rec, a.complete)
 	ended = true
+	stopWatch()
+	if err == nil && workCtx.Err() != nil {
+		// The watch found the transaction gone: the work may not have
+		// noticed, and a commit could only fail.
+		err = context.Cause(workCtx)
+	}
+	lost(nil)
 	l.atomics.Delete(a.token)
 	a.mu.Lock()
 	refused := a.refused
@@ -155,10 +169,12 @@ func (l *Layer) runClaimed(ctx context.Context, a *atomicTx, rec idem.Record,
 	}
 	if err != nil {
 		_ = a.tx.Rollback()
+		a.end(nil)
 		l.disconnect(a.conn)
 		return rec, true, err
 	}
-	err = a.tx.Commit()
+	err = a.commit()
+	a.end(nil)
 	l.disconnect(a.conn)
 	if err != nil {
 		return rec, true, l.wrap("commit", err)
@@ -230,14 +246,23 @@ func (l *Layer) atomicFor(token string) *atomicTx {
 // claimAtomic begins transactions until one claims the key (a is its
 // transaction), the key is found held (a is nil, rec what holds it), or an
 // error: a conflict or a broken connection before the work begins starts
-// over in a new transaction, up to the layer's retries.
+// over in a new transaction, up to the layer's retries. The whole claim —
+// connections, BEGINs, statements and retries — takes at most the wait
+// and the timeout together (with a timeout; else it is bounded by ctx).
 func (l *Layer) claimAtomic(ctx context.Context, c *claim, until time.Time, timeout time.Duration) (*atomicTx, idem.Record, error) {
+	var bound time.Time
+	if timeout > 0 {
+		bound = until.Add(timeout)
+	}
 	retries := 0
 	for round := 0; ; round++ {
 		if round >= maxRounds {
 			return nil, idem.Record{}, l.wrap("reserve", errRounds)
 		}
-		a, rec, next, err := l.claimOnce(ctx, c, until, timeout)
+		if !bound.IsZero() && !time.Now().Before(bound) {
+			return nil, idem.Record{}, l.wrap("reserve", fmt.Errorf("sqllayer: the claim took longer than the wait and the timeout together: %w", context.DeadlineExceeded))
+		}
+		a, rec, next, err := l.claimOnce(ctx, c, until, bound, timeout)
 		switch {
 		case err == nil && next == claimGrace:
 			// A lapsed lease of a claim committed outside an atomic
@@ -273,23 +298,28 @@ const (
 // key is taken, a read in a new statement (which sees what that
 // transaction committed) and a takeover of an expired record or a lapsed
 // lease past its grace. A transaction that claims nothing is rolled back.
-func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeout time.Duration) (a *atomicTx, rec idem.Record, next int, err error) {
+func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time, timeout time.Duration) (a *atomicTx, rec idem.Record, next int, err error) {
 	wait := max(time.Until(until), 0)
-	stmtCtx := ctx
-	if timeout > 0 {
+	stmtCtx, step := ctx, timeout
+	if !bound.IsZero() {
 		var cancel context.CancelFunc
-		stmtCtx, cancel = context.WithTimeout(ctx, timeout+wait)
+		stmtCtx, cancel = context.WithDeadline(ctx, bound)
 		defer cancel()
+		// Each step gets the timeout, and no more than the claim has left.
+		step = max(min(timeout, time.Until(bound)), time.Millisecond)
 	}
 	// The connection is taken under the claim's bound (a pool whose
 	// connections all wait for open transactions waits no longer); the
 	// transaction lives in ctx.
-	conn, err := l.connect(ctx, wait, timeout)
+	conn, err := l.connect(ctx, wait, step)
 	if err != nil {
 		return nil, idem.Record{}, 0, err
 	}
-	tx, err := conn.BeginTx(ctx, nil)
+	server := l.serverID(stmtCtx, conn, step)
+	txCtx, end := context.WithCancelCause(ctx)
+	tx, err := beginBounded(txCtx, end, conn, step)
 	if err != nil {
+		end(nil)
 		l.disconnect(conn)
 		return nil, idem.Record{}, 0, err
 	}
@@ -297,6 +327,7 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeou
 	defer func() {
 		if !claimed && !released {
 			_ = tx.Rollback()
+			end(nil)
 			l.disconnect(conn)
 		}
 	}()
@@ -309,12 +340,18 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeou
 	switch l.dialect {
 	case dialect.PG:
 		// At least a millisecond: 0 would turn the timeout off.
+		// A statement without rows: the driver may send it in one round
+		// trip (pgx sends a query whose text it has not prepared in two).
+		// The claim's times are then the client's: nothing of an atomic
+		// execution's lease rests on them (the open transaction is the
+		// lease, and the completion sets the record's expiry from the
+		// server's clock).
 		ms := strconv.FormatInt(max(wait.Milliseconds(), 1), 10) + "ms"
-		lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
-		var found bool
-		found, err = queryOne(stmtCtx, q, l.st.atomicInsert, append(c.args(token, nil), ms), &lease, &expires)
-		if err == nil && found {
-			rec, ok = c.owner(token, lease.t, expires.t, l.resolution), true
+		now := time.Now()
+		var n int64
+		n, err = affected(stmtCtx, q, l.st.atomicInsert, append(c.args(token, nil), ms)...)
+		if err == nil && n == 1 {
+			rec, ok = c.owner(token, now.Add(time.Duration(c.lease)*time.Microsecond), now.Add(time.Duration(c.expiry)*time.Microsecond), l.resolution), true
 		}
 	case dialect.MySQL:
 		secs := max((wait+time.Second-1)/time.Second, 1)
@@ -341,6 +378,7 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeou
 			// Grant the grace outside this transaction, which holds
 			// nothing: the grace must commit to count.
 			_ = tx.Rollback()
+			end(nil)
 			l.disconnect(conn)
 			released = true
 			rec, ok, err = l.grace(stmtCtx, l.pool(), c, &r)
@@ -357,5 +395,5 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until time.Time, timeou
 		l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key})
 	}
 	claimed = true
-	return &atomicTx{l: l, ctx: ctx, conn: conn, tx: tx, q: q, key: c.key, claim: c, token: token, timeout: timeout}, rec, claimDone, nil
+	return &atomicTx{l: l, ctx: txCtx, end: end, conn: conn, server: server, tx: tx, q: q, key: c.key, claim: c, token: token, timeout: timeout}, rec, claimDone, nil
 }

@@ -68,6 +68,11 @@ type Layer struct {
 	// busy is the busy timeout of the SQLite DSN, in milliseconds, as an
 	// atomic execution's connection had it (see connect).
 	busy atomic.Int64
+	// servers holds the server's session id of the pool's connections, by
+	// driver connection, for the watch of atomic executions (see
+	// serverID); serverCount counts its entries.
+	servers     sync.Map
+	serverCount atomic.Int64
 }
 
 // New returns a Layer over db, whose dialect (pgdialect, mysqldialect or

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
+	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -129,4 +131,135 @@ func TestAtomicCallerGoneAndStoreClosed(t *testing.T) {
 			}
 		})
 	})
+}
+
+// The owner's session ends on the server while its work runs without
+// touching the database (Postgres: its backend terminated; MariaDB: its
+// connection killed): the server rolled the transaction back, so another
+// Store claims the key and commits it. The owner's work context is
+// cancelled with idem.ErrLeaseLost — fenced as a lost renewal fences it in
+// the other modes — and the owner is answered with an error; the key holds
+// the other Store's result alone.
+func TestAtomicStaleOwnerCancelled(t *testing.T) {
+	for _, s := range []*testenv.SQL{testenv.Postgres(t), testenv.MySQL(t)} {
+		t.Run(s.Kind, func(t *testing.T) {
+			st := stacktest.On(t, s.Kind, testenv.AnyRedis(t), s)
+			r := &atomicRig{st: st, ledger: newLedger(t, st)}
+			admin := st.DB(t)
+			const lease = 900 * time.Millisecond
+			a := r.store(t, tiered.WithLease(lease))
+			b := r.store(t, tiered.WithLease(lease), tiered.WithWait(100*time.Millisecond))
+			key := newKey(t)
+			id := key.String()
+			session := make(chan int64, 1)
+			cause := make(chan error, 1)
+			owner := doOn(t.Context(), a, key, func(ctx context.Context) ([]byte, error) {
+				if err := r.charge(ctx, id); err != nil {
+					return nil, err
+				}
+				tx, _ := sqllayer.TxFrom(ctx)
+				q := "SELECT pg_backend_pid()"
+				if s.Kind != "postgres" {
+					q = "SELECT CONNECTION_ID()"
+				}
+				var pid int64
+				if err := tx.QueryRowContext(ctx, q).Scan(&pid); err != nil {
+					return nil, err
+				}
+				session <- pid
+				select {
+				case <-ctx.Done():
+					cause <- context.Cause(ctx)
+					return nil, context.Cause(ctx)
+				case <-time.After(30 * time.Second):
+					cause <- nil
+					return []byte("stale"), nil
+				}
+			})
+			pid := within(t, session, "the owner's session")
+			kill := "SELECT pg_terminate_backend(?)"
+			if s.Kind != "postgres" {
+				kill = "KILL ?"
+			}
+			if _, err := admin.ExecContext(t.Context(), kill, pid); err != nil {
+				t.Fatalf("end the owner's session: %v", err)
+			}
+			// The other Store claims the key as soon as the server rolled
+			// the owner's transaction back.
+			var res tiered.Result
+			var err error
+			for range 100 {
+				res, err = b.Do(t.Context(), key, "fp", func(ctx context.Context) ([]byte, error) {
+					return []byte("retried"), r.charge(ctx, id+"-retry")
+				})
+				if !errors.Is(err, idem.ErrInFlight) {
+					break
+				}
+			}
+			if err != nil || string(res.Value) != "retried" {
+				t.Fatalf("retry: %+v, %v; want its own run", res, err)
+			}
+			if got := within(t, cause, "the stale owner's cancellation"); !errors.Is(got, idem.ErrLeaseLost) {
+				t.Fatalf("the stale owner's work ended with %v, want a cancellation for idem.ErrLeaseLost", got)
+			}
+			if got := within(t, owner, "the owner"); got.err == nil {
+				t.Fatalf("the stale owner was answered %+v, want an error", got.res)
+			}
+			if n, m := r.rows(t, id), r.rows(t, id+"-retry"); n != 0 || m != 1 {
+				t.Fatalf("ledger: %d rows of the stale owner, %d of the retry; want 0 and 1", n, m)
+			}
+			replay, err := a.Do(t.Context(), key, "fp", func(context.Context) ([]byte, error) { return []byte("third"), nil })
+			if err != nil || string(replay.Value) != "retried" {
+				t.Fatalf("replay on the owner's Store: %+v, %v; want retried", replay, err)
+			}
+		})
+	}
+}
+
+// BEGIN on a pooled connection whose server stopped answering (a black
+// hole between the pool and Postgres) fails with idem.ErrUnavailable after
+// the Store's SQL timeout, not at the caller's deadline; once the network
+// answers again, the key runs.
+func TestAtomicBeginBounded(t *testing.T) {
+	proxied, proxy := testenv.PostgresViaProxy(t)
+	st := stacktest.On(t, "postgres", testenv.AnyRedis(t), proxied)
+	r := &atomicRig{st: st, ledger: newLedger(t, st)}
+	s := r.store(t, tiered.WithTimeouts(time.Second, 300*time.Millisecond))
+	// Two executions leave a connection in the pool that the driver hands
+	// out again without a ping (pgx pings a connection idle for more
+	// than a second, and one it never reset): the next statement on it is
+	// BEGIN.
+	for i := range 2 {
+		if _, err := s.Do(t.Context(), newKey(t), "fp", func(ctx context.Context) ([]byte, error) {
+			return []byte("warm"), r.charge(ctx, fmt.Sprint("warm", i))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.BlackHole(true)
+	key := newKey(t)
+	ctx, cancel := context.WithTimeoutCause(t.Context(), time.Minute, errGone)
+	defer cancel()
+	ran := false
+	got := within(t, doOn(ctx, s, key, func(ctx context.Context) ([]byte, error) {
+		ran = true
+		return []byte("paid"), r.charge(ctx, key.String())
+	}), "the call on the black hole")
+	proxy.BlackHole(false)
+	if !errors.Is(got.err, idem.ErrUnavailable) || errors.Is(got.err, errGone) || ran {
+		t.Fatalf("on the black hole: %v (ran %v), want idem.ErrUnavailable from the SQL timeout, without running", got.err, ran)
+	}
+	var res tiered.Result
+	var err error
+	for range 50 { // the pool drops the connections the black hole broke
+		if res, err = s.Do(t.Context(), key, "fp", func(ctx context.Context) ([]byte, error) {
+			return []byte("paid"), r.charge(ctx, key.String())
+		}); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || string(res.Value) != "paid" || r.rows(t, key.String()) != 1 {
+		t.Fatalf("after the black hole: %+v, %v; want the key run once", res, err)
+	}
 }
