@@ -50,7 +50,8 @@ type capture struct {
 	status   int         // final status, once wrote
 	wrote    bool        // the final header was written (held, or live)
 	live     bool        // the response went to the real writer
-	streamed bool        // Flush was called
+	streamed bool        // Flush was called, and the response went live
+	hold     bool        // the Store is atomic: Flush holds, nothing leaves before the commit
 	hijacked bool        // the connection was taken over
 	oversize bool        // the body passed limit
 	fields   []string    // recorded name, value pairs
@@ -245,7 +246,10 @@ func (c *capture) over(n int) bool { return c.limit > 0 && len(c.body)+n > c.lim
 type writerOnly struct{ io.Writer }
 
 // Flush sends what was written so far. The response is then streamed: it is
-// stored as a tombstone, never replayed in part.
+// stored as a tombstone, never replayed in part. Behind a Store in the
+// atomic mode (tiered.WithAtomic) it sends nothing: no byte of the response
+// may leave before the transaction that holds the work commits, so the
+// response is held whole, and stored whole.
 func (c *capture) Flush() { _ = c.FlushError() }
 
 // FlushError is Flush for http.ResponseController, with the real writer's
@@ -256,6 +260,9 @@ func (c *capture) FlushError() error {
 	}
 	if !c.wrote {
 		c.WriteHeader(http.StatusOK)
+	}
+	if c.hold && !c.live {
+		return nil
 	}
 	c.streamed = true
 	c.goLive()

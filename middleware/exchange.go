@@ -100,6 +100,7 @@ func (x *exchange) runHandler(ctx context.Context) ([]byte, error) {
 	}
 	defer x.handlerReturned()
 	x.capture.reset(x.w, &x.h.c)
+	x.capture.hold = x.h.atomic
 	if res, ok := idem.ReservationFrom(ctx); ok {
 		// A completion in the handler's own transaction stores the
 		// response the handler wrote until then; and a handler that takes

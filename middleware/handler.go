@@ -15,8 +15,9 @@ import (
 // Echo in idemecho) only translate. Build it once with NewHandler; it is
 // safe for concurrent use.
 type Handler struct {
-	store *tiered.Store
-	c     config
+	store  *tiered.Store
+	c      config
+	atomic bool // the Store is atomic: responses are held until the commit (see capture.Flush)
 }
 
 // NewHandler returns the core configured by opts over the defaults listed on
@@ -44,7 +45,7 @@ func NewHandler(store *tiered.Store, opts ...Option) (*Handler, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: middleware: %w", idem.ErrConfig, err)
 	}
-	return &Handler{store: store, c: c}, nil
+	return &Handler{store: store, c: c, atomic: store.Atomic()}, nil
 }
 
 // New returns net/http middleware that executes each guarded request once

@@ -65,6 +65,12 @@ func WithAtomic(on bool) Option {
 	}
 }
 
+// Atomic reports whether the Store runs its executions in the atomic mode
+// (WithAtomic): an adapter then lets nothing of an execution's answer
+// leave before the commit (the HTTP middleware holds a flushed response
+// whole, for one).
+func (s *Store) Atomic() bool { return s.cfg.atomic }
+
 // validateAtomic checks the options WithAtomic depends on, once every
 // option is applied.
 func (c *config) validateAtomic() error {

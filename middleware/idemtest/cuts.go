@@ -59,7 +59,9 @@ func bodyOf(n, length int, flush bool) func(http.ResponseWriter) {
 // handler once more and is then replayed. Bodies are smaller and larger
 // than the server's write buffer (4 KiB), with and without Content-Length
 // and Flush; a handler that panics with http.ErrAbortHandler asks for the
-// cut even before it wrote anything.
+// cut even before it wrote anything. In the atomic mode a flush holds the
+// response (nothing leaves before the commit): a flushed response is
+// replaced whole, as a held one is.
 func (k *kit) cuts(t *testing.T) {
 	t.Helper()
 	for _, c := range []struct {
@@ -67,16 +69,18 @@ func (k *kit) cuts(t *testing.T) {
 		write func(http.ResponseWriter)
 		value any
 		held  bool // the middleware holds this back: then the whole answer is a 500 problem
+		// heldAtomic: held in the atomic mode, where a flush holds
+		heldAtomic bool
 	}{
-		{"status only", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }, "idemtest: cut", true},
-		{"small body", bodyOf(100, 0, false), "idemtest: cut", true},
-		{"small body flushed", bodyOf(100, 0, true), "idemtest: cut", false},
-		{"body past the buffer", bodyOf(16<<10, 0, false), "idemtest: cut", true},
-		{"declared length", bodyOf(100, 200, false), "idemtest: cut", true},
-		{"declared length past the response limit", bodyOf(100, middleware.DefaultResponseLimit+1, false), "idemtest: cut", false},
-		{"declared length past the buffer flushed", bodyOf(16<<10, 32<<10, true), "idemtest: cut", false},
-		{"abort before writing", nil, http.ErrAbortHandler, false},
-		{"abort after flushing", bodyOf(100, 0, true), http.ErrAbortHandler, false},
+		{"status only", func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }, "idemtest: cut", true, true},
+		{"small body", bodyOf(100, 0, false), "idemtest: cut", true, true},
+		{"small body flushed", bodyOf(100, 0, true), "idemtest: cut", false, true},
+		{"body past the buffer", bodyOf(16<<10, 0, false), "idemtest: cut", true, true},
+		{"declared length", bodyOf(100, 200, false), "idemtest: cut", true, true},
+		{"declared length past the response limit", bodyOf(100, middleware.DefaultResponseLimit+1, false), "idemtest: cut", false, false},
+		{"declared length past the buffer flushed", bodyOf(16<<10, 32<<10, true), "idemtest: cut", false, true},
+		{"abort before writing", nil, http.ErrAbortHandler, false, false},
+		{"abort after flushing", bodyOf(100, 0, true), http.ErrAbortHandler, false, false},
 	} {
 		for _, h2 := range []bool{false, true} {
 			proto := "HTTP/1.1"
@@ -85,6 +89,7 @@ func (k *kit) cuts(t *testing.T) {
 			}
 			t.Run(proto+"/"+c.name, func(t *testing.T) {
 				k.parallel(t)
+				held := c.held || (k.Atomic && c.heldAtomic)
 				app := &cutApp{write: c.write, value: c.value}
 				mounted, err := k.Mount(k.open(t, nil).store, nil, app)
 				if err != nil {
@@ -93,7 +98,7 @@ func (k *kit) cuts(t *testing.T) {
 				srv := newServer(t, mounted, h2)
 				k := newKey()
 				if r, err := sendTo(t, srv.Client(), http.MethodPost, srv.URL+"/pay", k, payBody); err == nil {
-					if !c.held || r.status != http.StatusInternalServerError || !strings.Contains(string(r.body), middleware.ProblemFailed) {
+					if !held || r.status != http.StatusInternalServerError || !strings.Contains(string(r.body), middleware.ProblemFailed) {
 						t.Fatalf("a response cut by a panic arrived complete: %s %d, %d bytes %.60q", r.proto, r.status, len(r.body), r.body)
 					}
 				}

@@ -8,6 +8,9 @@ import (
 	"github.com/idemkit/idem/middleware"
 )
 
+// flushTombstone: a flushed response goes live and is stored as a
+// tombstone. In the atomic mode nothing leaves before the commit: the
+// flush holds, and the whole response is stored and replayed.
 func flushTombstone(t *testing.T, e *env) {
 	s1, s2 := e.start(t, nil), e.start(t, nil)
 	q := request{path: "/flush", key: newKey(), body: payBody}
@@ -15,6 +18,13 @@ func flushTombstone(t *testing.T, e *env) {
 	wantStatus(t, a, http.StatusOK)
 	if string(a.body) != "part1;part2;run=1" {
 		t.Fatalf("streamed body %q", a.body)
+	}
+	if e.Atomic {
+		for _, s := range []*server{s1, s2} {
+			wantSame(t, a, s.send(t, q))
+		}
+		wantRuns(t, e, 1)
+		return
 	}
 	for _, s := range []*server{s1, s2} {
 		p := wantProblem(t, s.send(t, q), http.StatusConflict, middleware.ProblemNotReplayable)
