@@ -27,6 +27,10 @@ import (
 //	impl=atomic-redis       the same with Redis in front (its claim before, its completion after, off the caller's time)
 //	impl=reservation-sql    Store.Do, SQL only, the handler's own transaction completing its reservation:
 //	                        the claim commits on its own, then the handler's transaction, then a read back
+//	impl=floor              the least any claim inside the handler's transaction costs over database/sql,
+//	                        by hand: BEGIN; INSERT the claim … ON CONFLICT DO NOTHING; INSERT the charge;
+//	                        UPDATE the claim with the result; COMMIT (database/sql sends BEGIN and COMMIT
+//	                        as statements of their own)
 func BenchmarkPayment(b *testing.B) {
 	db, records := dbFor(b)
 	rdb, prefix := redisFor(b)
@@ -49,7 +53,14 @@ func BenchmarkPayment(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+charges) })
+	claims := testenv.Name("bench_claims")
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+claims+" (id VARCHAR(64) PRIMARY KEY, token BYTEA NOT NULL, result BYTEA)"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+claims) })
 	insert := "INSERT INTO " + charges + " (id, amount) VALUES (?, 4200)"
+	claim := "INSERT INTO " + claims + " (id, token) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"
+	complete := "UPDATE " + claims + " SET result = ? WHERE id = ? AND token = ?"
 	charge := func(ctx context.Context, tx bun.Tx, id string) error {
 		_, err := tx.ExecContext(ctx, insert, id)
 		return err
@@ -87,6 +98,26 @@ func BenchmarkPayment(b *testing.B) {
 				})
 			})
 		}
+		b.Run(name("payment", n, "floor"), func(b *testing.B) {
+			parallel(b, n, func() {
+				id, token := freshKey().ClientKey(), []byte(idem.NewToken())
+				err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+					if r, err := tx.ExecContext(ctx, claim, id, token); err != nil {
+						return err
+					} else if n, _ := r.RowsAffected(); n != 1 {
+						return errors.New("floor: the key is taken")
+					}
+					if err := charge(ctx, tx, id); err != nil {
+						return err
+					}
+					_, err := tx.ExecContext(ctx, complete, result, id, token)
+					return err
+				})
+				if err != nil {
+					b.Error(err)
+				}
+			})
+		})
 		b.Run(name("payment", n, "reservation-sql"), func(b *testing.B) {
 			s := store(b, false)
 			parallel(b, n, func() {
