@@ -65,11 +65,15 @@ fuzz:
 # seed of it (8 s, under the race detector). This long run goes without
 # the race detector: most of its worth is in the number of calls and
 # faults, which -race would cut several times over. SOAKSEED picks the
-# seed; IDEM_SOAK_KEEP=dir keeps the history of a failed run.
+# seed; IDEM_SOAK_KEEP=dir keeps the history of a failed run. SOAKATOMIC=1
+# runs the Stores in the atomic mode (tiered.WithAtomic): every execution
+# writes its charge in the transaction that claims and completes its key,
+# and the nemesis also kills owners' processes mid-transaction.
 SOAKTIME ?= 60s
 SOAKSEED ?= 1
+SOAKATOMIC ?= 0
 soak:
-	IDEM_SOAK_TIME=$(SOAKTIME) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestSoak$$' -count=1 -v -timeout 30m ./reliability/
+	IDEM_SOAK_TIME=$(SOAKTIME) IDEM_SOAK_SEED=$(SOAKSEED) IDEM_SOAK_ATOMIC=$(SOAKATOMIC) $(GO) test -run '^TestSoak$$' -count=1 -v -timeout 30m ./reliability/
 
 # soak-consumer: the soak's consumer variant, for SOAKTIME with SOAKSEED:
 # messages through three consumer processes on an embedded JetStream

@@ -121,6 +121,9 @@ type api struct {
 	db     *bun.DB
 	sql    map[string]*sqllayer.Layer
 	ledger string
+	// atomic: every execution writes its charge in the transaction of
+	// the atomic execution (sqllayer.TxFrom), whatever its ending.
+	atomic bool
 
 	mu      sync.Mutex     // guards running
 	running map[string]int // keys whose handler runs, with how many runs
@@ -128,7 +131,7 @@ type api struct {
 
 func newAPI(rec *history.Recorder, cfg childConfig) *api {
 	return &api{rec: rec, slow: cfg.Slow, lease: cfg.Lease, seed: cfg.Seed, endings: cfg.Endings,
-		ledger: cfg.Ledger, sql: map[string]*sqllayer.Layer{}, running: map[string]int{}}
+		ledger: cfg.Ledger, atomic: cfg.Atomic, sql: map[string]*sqllayer.Layer{}, running: map[string]int{}}
 }
 
 // runningKeys returns the keys whose handler runs now.
@@ -219,6 +222,15 @@ func (a *api) serve(route string, w http.ResponseWriter, r *http.Request, body [
 	defer a.track(key, -1)
 
 	v, _ := json.Marshal(receipt{Exec: x.ID(), Call: call, Key: key, Meaning: fp})
+	if a.atomic {
+		// The charge first, in the execution's transaction: it commits
+		// with the key's completion or not at all, however the work ends.
+		if err := a.chargeAtomic(ctx, x.ID(), key, call); err != nil {
+			x.EndAs(endAtomicCharge, nil, err)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	switch behaviour(r.Header.Get(hdrBehaviour)) {
 	case behaveSlow:
 		a.long(endLong, a.slow, w, r, x, v)
@@ -238,6 +250,21 @@ func (a *api) serve(route string, w http.ResponseWriter, r *http.Request, body [
 	default:
 		a.end(a.draw(call, route), route, key, call, w, r, x, v)
 	}
+}
+
+// endAtomicCharge is the ending of an atomic execution whose charge could
+// not be written (its connection cut, its transaction gone).
+const endAtomicCharge = "atomic-charge-failed"
+
+// chargeAtomic writes the execution's ledger row in the atomic
+// execution's transaction.
+func (a *api) chargeAtomic(ctx context.Context, exec, key, call string) error {
+	tx, ok := sqllayer.TxFrom(ctx)
+	if !ok {
+		return errors.New("soak: no atomic execution's transaction in the handler's context")
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO "+a.ledger+" (exec, key, call) VALUES (?, ?, ?)", exec, key, call)
+	return err
 }
 
 // slot is where a request's execution, if its handler runs, meets the
@@ -285,7 +312,13 @@ func (s *slot) ended() {
 // deciding tier kept it), refused (a lost lease once the handler
 // returned), or pending (the deciding tier failed; the Store retries). It
 // reports whether the slot is pending after the event.
-func (s *slot) observe(e idem.Event) (pending bool) {
+//
+// In the atomic mode a release after the handler returned is the
+// execution's transaction rolled back (its commit failed or was never
+// sent, the watch found it gone): the Store kept nothing of it, and its
+// charge went with the transaction — the history's effects check holds
+// the ledger to that. It is recorded as a refused completion.
+func (s *slot) observe(e idem.Event, atomic bool) (pending bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.x == nil || !s.done || s.decided {
@@ -295,7 +328,7 @@ func (s *slot) observe(e idem.Event) (pending bool) {
 	case e.Kind == idem.EventNew:
 		s.decided, s.pending = true, false
 		s.x.Completion(history.CompletionAccepted)
-	case e.Kind == idem.EventLeaseLost:
+	case e.Kind == idem.EventLeaseLost, atomic && e.Kind == idem.EventReleased:
 		s.decided, s.pending = true, false
 		s.x.Completion(history.CompletionRefused)
 	case e.Kind == idem.EventTierError && e.Tier == idem.TierSQL:

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +63,7 @@ type childConfig struct {
 	Seed    uint64   // draws each execution's ending
 	Endings []string // the endings drawn
 	Ledger  string   // the table of the charges committed with the key's record
+	Atomic  bool     // the Stores in atomic mode: every execution charges in its transaction
 }
 
 // childReady is the line a child prints once it serves.
@@ -149,6 +152,15 @@ func startChild(cfg childConfig) (*child, error) {
 			return nil, err
 		}
 		sl := faultlayer.New(sqlLayer)
+		var tier idem.Layer = sl
+		mode := []tiered.Option{tiered.WithRedisFallback(3, time.Second)}
+		if cfg.Atomic {
+			a, ok := sl.Atomic()
+			if !ok {
+				return nil, fmt.Errorf("soak child: the SQL layer cannot run atomic executions")
+			}
+			tier, mode = a, append(mode, tiered.WithAtomic(true))
+		}
 		route := routeLong
 		if retention == cfg.ShortRetention {
 			route = routeShort
@@ -158,10 +170,10 @@ func startChild(cfg childConfig) (*child, error) {
 		if err != nil {
 			return nil, err
 		}
-		st, err := tiered.New(tiered.WithSQL(sl), tiered.WithRedis(rl),
+		st, err := tiered.New(append(mode, tiered.WithSQL(tier), tiered.WithRedis(rl),
 			tiered.WithLease(cfg.Lease), tiered.WithRetention(retention), tiered.WithWait(cfg.Wait),
-			tiered.WithTimeouts(cfg.RedisTimeout, cfg.SQLTimeout), tiered.WithRedisFallback(3, time.Second),
-			tiered.WithObserver(idem.ObserverFunc(c.observe)))
+			tiered.WithTimeouts(cfg.RedisTimeout, cfg.SQLTimeout),
+			tiered.WithObserver(idem.ObserverFunc(c.observe)))...)
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +208,7 @@ func (c *child) observe(ctx context.Context, e idem.Event) {
 	if !ok {
 		return
 	}
-	pending := s.observe(e)
+	pending := s.observe(e, c.cfg.Atomic)
 	c.mu.Lock()
 	if pending {
 		c.pending[s] = true
@@ -211,6 +223,16 @@ func (c *child) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /running", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(c.api.runningKeys())
+	})
+	mux.HandleFunc("GET /stacks", func(w http.ResponseWriter, _ *http.Request) {
+		// Every goroutine of the library's, for a failed run's report.
+		buf := make([]byte, 8<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for g := range strings.SplitSeq(string(buf), "\n\n") {
+			if strings.Contains(g, "idemkit/idem/") && !strings.Contains(g, "adminMux") {
+				_, _ = io.WriteString(w, g+"\n\n")
+			}
+		}
 	})
 	mux.HandleFunc("POST /skew", func(w http.ResponseWriter, r *http.Request) {
 		d, err := time.ParseDuration(r.URL.Query().Get("d"))

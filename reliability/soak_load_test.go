@@ -71,7 +71,7 @@ func mustBody(route string, raw []byte) soakBody {
 // load is the client side of the soak.
 type load struct {
 	rec    *history.Recorder
-	procs  []*proc
+	procs  *procSet
 	client *http.Client
 	set    soakSettings
 
@@ -93,7 +93,7 @@ type load struct {
 	slots chan struct{}
 }
 
-func newLoad(rec *history.Recorder, procs []*proc, set soakSettings) *load {
+func newLoad(rec *history.Recorder, procs *procSet, set soakSettings) *load {
 	tr := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute, DisableCompression: true}
 	return &load{rec: rec, procs: procs, set: set, recent: make([]*soakKey, 0, 512), slots: make(chan struct{}, 64),
 		client: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
@@ -147,11 +147,11 @@ func (l *load) allKeys() []*soakKey {
 // on it. A few requests still go there, and are answered once it resumes.
 func (l *load) node(r *rand.Rand) *proc {
 	for range 3 {
-		if p := l.procs[r.IntN(len(l.procs))]; !p.paused.Load() {
+		if p := l.procs.pick(r); !p.paused.Load() {
 			return p
 		}
 	}
-	return l.procs[r.IntN(len(l.procs))]
+	return l.procs.pick(r)
 }
 
 // behaviourFor picks what a first request asks of the handler on p.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -38,11 +39,13 @@ type nemesis struct {
 	admin *bun.DB           // the database, directly
 	proxy *faultproxy.Proxy // in front of the database, for the children
 	apps  string            // the children's application_name prefix
-	procs []*proc
+	procs *procSet
 	load  *load
+	dir   string // where the children's files go
 
-	mu   sync.Mutex // guards errs
-	errs []error
+	mu      sync.Mutex // guards errs and spawned
+	errs    []error
+	spawned int // children started in place of killed ones
 }
 
 // times is how often each kind comes in a run of dur: once per 12 s, at
@@ -167,10 +170,15 @@ func (n *nemesis) postgresTrack(ctx context.Context, start time.Time) {
 }
 
 // processTrack pauses an owner past its lease, skews a child's clock and
-// slows a child's completions in turn, on each child by turns.
+// slows a child's completions in turn, on each child by turns; in the
+// atomic mode it also kills an owner's process mid-transaction.
 func (n *nemesis) processTrack(ctx context.Context, start time.Time) {
 	r := rand.New(rand.NewPCG(n.set.seed, 3))
-	plan := repeat(times(n.set.dur), history.ProcessPause, history.ClockSkew, history.SlowCompletion)
+	kinds := []history.FaultKind{history.ProcessPause, history.ClockSkew, history.SlowCompletion}
+	if n.set.atomic {
+		kinds = append(kinds, history.ProcessKill)
+	}
+	plan := repeat(times(n.set.dur), kinds...)
 	// A skew or slow completions last up to one and a half leases, but no
 	// more than half their slot: the track keeps to its schedule.
 	slot := n.set.dur / time.Duration(max(len(plan), 1))
@@ -178,10 +186,12 @@ func (n *nemesis) processTrack(ctx context.Context, start time.Time) {
 		return max(n.set.lease/2, min(time.Duration(float64(n.set.lease)*(0.75+0.75*r.Float64())), slot/2))
 	}
 	schedule(ctx, r, start, n.set.dur, plan, func(i int, kind history.FaultKind) {
-		p := n.procs[(i/3)%len(n.procs)]
+		p := n.procs.at(i / len(kinds))
 		switch kind {
 		case history.ProcessPause:
 			n.pauseOwner(ctx, r, p)
+		case history.ProcessKill:
+			n.killOwner(ctx, r, p)
 		case history.ClockSkew:
 			d := maxSkew
 			if r.IntN(2) == 0 {
@@ -221,12 +231,84 @@ func (n *nemesis) processTrack(ctx context.Context, start time.Time) {
 func (n *nemesis) pauseOwner(ctx context.Context, r *rand.Rand, p *proc) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	k := n.owning(ctx, r, p, &wg)
+	if k == nil {
+		return
+	}
+	d := time.Duration(float64(n.set.lease) * (1.5 + 0.5*r.Float64()))
+	f := n.rec.Fault(history.ProcessPause, p.node, fmt.Sprintf("for %v, owning %s", d.Round(time.Millisecond), k.name))
+	if err := p.pause(); err != nil {
+		n.fail(err)
+		f.End()
+		return
+	}
+	until := time.Now().Add(d)
+	// Duplicates on the other children, from when the lease may lapse.
+	time.Sleep(n.set.lease + n.set.lease/4)
+	for time.Now().Before(until) {
+		other := n.procs.pick(r)
+		if other != p {
+			wg.Go(func() { n.load.call(context.WithoutCancel(ctx), k, 0, other, behaveOK) })
+		}
+		time.Sleep(min(300*time.Millisecond, time.Until(until)))
+	}
+	n.fail(p.resume())
+	f.End()
+}
+
+// killOwner kills p (SIGKILL) while it runs an execution — in the atomic
+// mode, with the execution's charge written in its open transaction —
+// and starts a child of a new name in its place. Duplicates of the key go
+// to the other children at once: the database rolled the transaction back
+// when the connection closed, so one of them runs the key again, and the
+// dead execution's charge must never appear.
+func (n *nemesis) killOwner(ctx context.Context, r *rand.Rand, p *proc) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	k := n.owning(ctx, r, p, &wg)
+	if k == nil {
+		return
+	}
+	p.paused.Store(true) // the load routes around it from now on
+	n.rec.Fault(history.ProcessKill, p.node, "owning "+k.name)
+	p.kill()
+	cfg := p.cfg
+	n.mu.Lock()
+	n.spawned++
+	cfg.Node = fmt.Sprintf("%sk%d", p.cfg.Framework, n.spawned)
+	n.mu.Unlock()
+	cfg.History = filepath.Join(n.dir, cfg.Node+".jsonl")
+	cfg.DSN = strings.Replace(p.cfg.DSN, "_"+p.cfg.Node, "_"+cfg.Node, 1)
+	next, err := launch(n.t, n.dir, cfg)
+	if err == nil {
+		err = next.serving()
+	}
+	if err != nil {
+		n.fail(fmt.Errorf("nemesis: restart after killing %s: %w", p.node, err))
+		return
+	}
+	n.procs.replace(p, next)
+	for range 3 {
+		other := n.procs.pick(r)
+		if other != next {
+			wg.Go(func() { n.load.call(context.WithoutCancel(ctx), k, 0, other, behaveOK) })
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// owning sends a slow request of a new key to p and returns the key once
+// its handler runs there. A request whose handler does not start (the
+// stores could not decide, say) is replaced by another, for at least five
+// attempts and four leases: a Postgres fault on the other track may hold
+// every claim for more than a lease. nil: none started.
+func (n *nemesis) owning(ctx context.Context, r *rand.Rand, p *proc, wg *sync.WaitGroup) *soakKey {
 	var k *soakKey
 	giveUp := time.Now().Add(4 * n.set.lease)
 	for attempt := 0; k == nil; attempt++ {
 		if (attempt >= 5 && time.Now().After(giveUp)) || ctx.Err() != nil {
 			n.fail(fmt.Errorf("nemesis: no handler of an owner started on %s in %d attempts", p.node, attempt))
-			return
+			return nil
 		}
 		try := n.load.newKey(r, routeLong, "p")
 		done := make(chan struct{})
@@ -238,7 +320,7 @@ func (n *nemesis) pauseOwner(ctx context.Context, r *rand.Rand, p *proc) {
 			ok, err := p.running(ctx, try.name)
 			if err != nil {
 				n.fail(err)
-				return
+				return nil
 			}
 			if ok {
 				k = try
@@ -252,25 +334,7 @@ func (n *nemesis) pauseOwner(ctx context.Context, r *rand.Rand, p *proc) {
 			break
 		}
 	}
-	d := time.Duration(float64(n.set.lease) * (1.5 + 0.5*r.Float64()))
-	f := n.rec.Fault(history.ProcessPause, p.node, fmt.Sprintf("for %v, owning %s", d.Round(time.Millisecond), k.name))
-	if err := p.pause(); err != nil {
-		n.fail(err)
-		f.End()
-		return
-	}
-	until := time.Now().Add(d)
-	// Duplicates on the other children, from when the lease may lapse.
-	time.Sleep(n.set.lease + n.set.lease/4)
-	for time.Now().Before(until) {
-		other := n.procs[r.IntN(len(n.procs))]
-		if other != p {
-			wg.Go(func() { n.load.call(context.WithoutCancel(ctx), k, 0, other, behaveOK) })
-		}
-		time.Sleep(min(300*time.Millisecond, time.Until(until)))
-	}
-	n.fail(p.resume())
-	f.End()
+	return k
 }
 
 // err returns what went wrong in the tracks.

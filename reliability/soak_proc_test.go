@@ -8,21 +8,72 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
+// procSet is the soak's children: the live ones, which the load and the
+// nemesis pick from, and the ones the nemesis killed, whose history files
+// still count.
+type procSet struct {
+	mu   sync.RWMutex
+	live []*proc
+	dead []*proc
+}
+
+// pick returns a live child drawn by r.
+func (s *procSet) pick(r *rand.Rand) *proc {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.live[r.IntN(len(s.live))]
+}
+
+// at returns the i-th live child, modulo their number.
+func (s *procSet) at(i int) *proc {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.live[i%len(s.live)]
+}
+
+// all returns the live children.
+func (s *procSet) all() []*proc {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.live)
+}
+
+// killed returns the children the nemesis killed.
+func (s *procSet) killed() []*proc {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.dead)
+}
+
+// replace puts next in old's place among the live children, and old
+// among the killed.
+func (s *procSet) replace(old, next *proc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.live, old); i >= 0 {
+		s.live[i] = next
+	}
+	s.dead = append(s.dead, old)
+}
+
 // proc is a soak child seen from the parent: the process, its addresses,
 // and the files it writes.
 type proc struct {
+	cfg       childConfig // what it was started with
 	node      string
 	framework string
 	history   string // its history file
@@ -44,32 +95,42 @@ type proc struct {
 // The child is killed when the test ends, whatever happens.
 func startProc(t *testing.T, dir string, cfg childConfig) *proc {
 	t.Helper()
-	raw, err := json.Marshal(cfg)
+	p, err := launch(t, dir, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{node: cfg.Node, framework: cfg.Framework, history: cfg.History,
+	return p
+}
+
+// launch is startProc for a goroutine other than the test's: it returns
+// its error.
+func launch(t *testing.T, dir string, cfg childConfig) (*proc, error) {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{cfg: cfg, node: cfg.Node, framework: cfg.Framework, history: cfg.History,
 		log: filepath.Join(dir, cfg.Node+".log"), done: make(chan struct{}),
 		ctl: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	out := filepath.Join(dir, cfg.Node+".out")
 	stdout, err := os.Create(out)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer stdout.Close()
 	stderr, err := os.Create(p.log)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer stderr.Close()
 	p.cmd = exec.Command(os.Args[0])
 	p.cmd.Env = append(os.Environ(), soakChildEnv+"="+string(raw))
 	p.cmd.Stdout, p.cmd.Stderr = stdout, stderr
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start child %s: %v", cfg.Node, err)
+		return nil, fmt.Errorf("start child %s: %w", cfg.Node, err)
 	}
 	go func() {
 		p.err = p.cmd.Wait()
@@ -77,28 +138,36 @@ func startProc(t *testing.T, dir string, cfg childConfig) *proc {
 	}()
 	t.Cleanup(p.kill)
 	p.out = out
-	return p
+	return p, nil
 }
 
 // ready waits until the child serves, and learns its addresses.
 func (p *proc) ready(t *testing.T) {
 	t.Helper()
+	if err := p.serving(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serving is ready for a goroutine other than the test's: it returns its
+// error.
+func (p *proc) serving() error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		b, _ := os.ReadFile(p.out)
 		if line, _, ok := bytes.Cut(b, []byte("\n")); ok {
 			if _, err := fmt.Sscanf(string(line), childReady, &p.api, &p.admin); err != nil {
-				t.Fatalf("child %s: %q: %v", p.node, line, err)
+				return fmt.Errorf("child %s: %q: %w", p.node, line, err)
 			}
-			return
+			return nil
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("child %s exited before it served: %v\n%s", p.node, p.err, p.logTail())
+			return fmt.Errorf("child %s exited before it served: %v\n%s", p.node, p.err, p.logTail())
 		case <-time.After(20 * time.Millisecond): // the child is starting
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("child %s did not serve within a minute\n%s", p.node, p.logTail())
+			return fmt.Errorf("child %s did not serve within a minute\n%s", p.node, p.logTail())
 		}
 	}
 }

@@ -5,6 +5,7 @@ package reliability_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,10 +34,15 @@ type soakSettings struct {
 	shortRetention           time.Duration // below the local cache's TTL (1 min)
 	slow                     time.Duration // a slow handler's work
 	workers                  int
+	// atomic runs the stores in atomic mode (tiered.WithAtomic): every
+	// execution writes its charge in the transaction that claims and
+	// completes its key, and the nemesis also kills owners' processes.
+	atomic bool
 }
 
 // soakSettingsFrom reads IDEM_SOAK_TIME (how long; 8 s by default: the
-// short seed of make test) and IDEM_SOAK_SEED (1 by default).
+// short seed of make test), IDEM_SOAK_SEED (1 by default) and
+// IDEM_SOAK_ATOMIC (1: the atomic mode).
 func soakSettingsFrom(t *testing.T) soakSettings {
 	t.Helper()
 	s := soakSettings{
@@ -62,6 +68,13 @@ func soakSettingsFrom(t *testing.T) soakSettings {
 		}
 		s.seed = n
 	}
+	switch v := os.Getenv("IDEM_SOAK_ATOMIC"); v {
+	case "", "0":
+	case "1":
+		s.atomic = true
+	default:
+		t.Fatalf("IDEM_SOAK_ATOMIC=%q: want 1 or 0", v)
+	}
 	// Slow work lasts well past what a duplicate may wait for it.
 	s.slow = s.waitBound() + 1500*time.Millisecond
 	return s
@@ -74,12 +87,23 @@ func (s soakSettings) waitBound() time.Duration {
 	return s.wait + 2*(s.redisTimeout+s.sqlTimeout) + 1500*time.Millisecond
 }
 
+// cancelGrace is how long a stale owner may go on once another took its
+// key over.
+func (s soakSettings) cancelGrace() time.Duration {
+	if s.atomic {
+		return s.lease/3 + s.sqlTimeout + 1500*time.Millisecond
+	}
+	return s.lease/3 + s.lease/8 + 1500*time.Millisecond
+}
+
 // checkOptions are the checker's options for this run's settings.
 func (s soakSettings) checkOptions() history.Options {
 	return history.Options{
 		// A stale owner notices at its next renewal (a third of the
-		// lease, one attempt of at most an eighth of it), plus slack.
-		CancelGrace: s.lease/3 + s.lease/8 + 1500*time.Millisecond,
+		// lease, one attempt of at most an eighth of it), plus slack; in
+		// the atomic mode, at the next check of its transaction (a third
+		// of the lease, one statement of at most the SQL timeout).
+		CancelGrace: s.cancelGrace(),
 		WaitBound:   s.waitBound(),
 		// The bound counts a full timeout for each tier call a wait makes,
 		// so a tier that is down or slow cannot carry a wait past it; only
@@ -133,7 +157,7 @@ func TestSoak(t *testing.T) {
 	admin := st.DB(t)
 	apps := testenv.Name("idemsoak")
 	ledger := createLedger(t, admin)
-	ends := soakEndings()
+	ends := soakEndings(set.atomic)
 
 	recFile, err := os.Create(filepath.Join(dir, "client.jsonl"))
 	if err != nil {
@@ -142,25 +166,25 @@ func TestSoak(t *testing.T) {
 	t.Cleanup(func() { _ = recFile.Close() })
 	rec := history.NewRecorder(recFile, "client", nil)
 
-	var procs []*proc
+	procs := &procSet{}
 	for _, fw := range frameworks {
 		node := fw + "1"
-		procs = append(procs, startProc(t, dir, childConfig{
+		procs.live = append(procs.live, startProc(t, dir, childConfig{
 			Node: node, Framework: fw, History: filepath.Join(dir, node+".jsonl"),
 			DSN:           testenv.WithApplicationName(t, pgVia, apps+"_"+node).DSN,
 			SentinelAddrs: rs.SentinelAddrs(), MasterName: rs.MasterName(),
 			Prefix: st.Prefix, Records: st.Records, Events: st.Events, Versions: st.Versions,
 			Lease: set.lease, Wait: set.wait, RedisTimeout: set.redisTimeout, SQLTimeout: set.sqlTimeout,
 			LongRetention: set.longRetention, ShortRetention: set.shortRetention, Slow: set.slow,
-			Seed: set.seed, Endings: ends, Ledger: ledger,
+			Seed: set.seed, Endings: ends, Ledger: ledger, Atomic: set.atomic,
 		}))
 	}
-	for _, p := range procs {
+	for _, p := range procs.live {
 		p.ready(t)
 	}
 	l := newLoad(rec, procs, set)
 	t.Cleanup(l.close)
-	n := &nemesis{t: t, set: set, rec: rec, rs: rs, admin: admin, proxy: proxy, apps: apps, procs: procs, load: l}
+	n := &nemesis{t: t, set: set, rec: rec, rs: rs, admin: admin, proxy: proxy, apps: apps, procs: procs, load: l, dir: dir}
 
 	// The load and two of the nemesis's tracks run on goroutines of their
 	// own; the Redis track on this one. Whatever happens, they stop before
@@ -193,7 +217,7 @@ func TestSoak(t *testing.T) {
 	// gave up on ends; every lease, and its grace, lapses; then every key
 	// is called once more.
 	settle := time.Now()
-	for _, p := range procs {
+	for _, p := range procs.all() {
 		if err := p.idle(2 * set.slow); err != nil {
 			t.Error(err)
 		}
@@ -205,9 +229,13 @@ func TestSoak(t *testing.T) {
 	quietTook := time.Since(quiet)
 
 	end := time.Now()
+	stacks := map[string][]byte{} // the children's goroutines, for a failed run's report
+	for _, p := range procs.all() {
+		stacks[p.node], _ = p.command(context.Background(), http.MethodGet, "/stacks")
+	}
 	finals := readFinals(t, admin, st, rs, ledger, l.allKeys())
 	var exits sync.WaitGroup
-	for _, p := range procs {
+	for _, p := range procs.all() {
 		exits.Go(func() { p.exit(t) })
 	}
 	exits.Wait()
@@ -215,15 +243,19 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("client recorder: %v", err)
 	}
 	files := []string{recFile.Name()}
-	for _, p := range procs {
+	for _, p := range append(procs.all(), procs.killed()...) {
 		files = append(files, p.history)
 	}
 	h := assemble(t, files, finals)
 	r := history.Check(h, set.checkOptions())
 	ended := time.Since(end)
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	t.Logf("soak: seed %d, wall %v: setup %v, load %v (%d calls, %.0f/s), settling %v, quiet round %v, reading, stopping and checking %v\n%s",
-		set.seed, ms(time.Since(began)), ms(setup), ms(loaded), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
+	mode := ""
+	if set.atomic {
+		mode = " (atomic)"
+	}
+	t.Logf("soak%s: seed %d, wall %v: setup %v, load %v (%d calls, %.0f/s), settling %v, quiet round %v, reading, stopping and checking %v\n%s",
+		mode, set.seed, ms(time.Since(began)), ms(setup), ms(loaded), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
 		ms(settled), ms(quietTook), ms(ended), r.Summary)
 	if by := anomaliesByEnding(h, r.Anomalies); by != "" {
 		t.Logf("anomalies by the endings of the keys' executions: %s", by)
@@ -243,15 +275,24 @@ func TestSoak(t *testing.T) {
 		keep(t, h, filepath.Join(dir, fmt.Sprintf("soak-%d-%s.jsonl", set.seed, time.Now().Format("150405"))))
 	}
 	if t.Failed() {
-		for _, p := range procs {
+		for _, p := range append(procs.all(), procs.killed()...) {
 			t.Logf("%s's log:\n%s", p.node, p.logTail())
+		}
+		for node, s := range stacks {
+			if len(s) > 0 {
+				t.Logf("%s's goroutines in the library at the end:\n%.20000s", node, s)
+			}
 		}
 	}
 	want := times(set.dur)
 	if set.dur >= time.Minute {
 		want = max(want, 5)
 	}
-	for _, k := range nemesisKinds {
+	kinds := nemesisKinds
+	if set.atomic {
+		kinds = append(slices.Clone(kinds), history.ProcessKill)
+	}
+	for _, k := range kinds {
 		if got := r.Summary.Faults[k]; got < want {
 			t.Errorf("%s injected %d times, want at least %d", k, got, want)
 		}
