@@ -141,8 +141,7 @@ func (l *Layer) runClaimed(a *atomicTx, rec idem.Record, lease time.Duration,
 			// work panicked or called runtime.Goexit: nothing commits.
 			stopWatch()
 			lost(nil)
-			_ = a.tx.Rollback()
-			a.end(nil)
+			rollback(a.tx, a.end, a.timeout)
 			l.disconnect(a.conn)
 			l.atomics.Delete(a.token)
 		}
@@ -168,8 +167,7 @@ func (l *Layer) runClaimed(a *atomicTx, rec idem.Record, lease time.Duration,
 		err = fmt.Errorf("%w: sqllayer: an atomic execution returned without writing its completion", idem.ErrConfig)
 	}
 	if err != nil {
-		_ = a.tx.Rollback()
-		a.end(nil)
+		rollback(a.tx, a.end, a.timeout)
 		l.disconnect(a.conn)
 		return rec, true, err
 	}
@@ -326,8 +324,7 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 	claimed, released := false, false
 	defer func() {
 		if !claimed && !released {
-			_ = tx.Rollback()
-			end(nil)
+			rollback(tx, end, step)
 			l.disconnect(conn)
 		}
 	}()
@@ -377,8 +374,7 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 		case r.state == stateInProgress && !r.expired():
 			// Grant the grace outside this transaction, which holds
 			// nothing: the grace must commit to count.
-			_ = tx.Rollback()
-			end(nil)
+			rollback(tx, end, step)
 			l.disconnect(conn)
 			released = true
 			rec, ok, err = l.grace(stmtCtx, l.pool(), c, &r)

@@ -92,6 +92,18 @@ func beginBounded(ctx context.Context, end context.CancelCauseFunc, conn bun.Con
 	return bun.Tx{}, fmt.Errorf("sqllayer: BEGIN got no answer within the timeout (%v): %w", timeout, context.DeadlineExceeded)
 }
 
+// rollback rolls tx back, ROLLBACK bounded by timeout (0: by its context
+// alone): past it, the transaction's context ends (end), and the driver
+// gives up the connection. Then end ends the context in any case.
+func rollback(tx bun.Tx, end context.CancelCauseFunc, timeout time.Duration) {
+	if timeout > 0 {
+		bound := time.AfterFunc(timeout, func() { end(errBound) })
+		defer bound.Stop()
+	}
+	_ = tx.Rollback()
+	end(nil)
+}
+
 // commit commits the transaction, COMMIT bounded by the timeout. An error
 // leaves its outcome unknown.
 func (a *atomicTx) commit() error {
