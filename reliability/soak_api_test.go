@@ -122,8 +122,10 @@ type api struct {
 	sql    map[string]*sqllayer.Layer
 	ledger string
 	// atomic: every execution writes its charge in the transaction of
-	// the atomic execution (sqllayer.TxFrom), whatever its ending.
-	atomic bool
+	// the atomic execution (sqllayer.TxFrom), whatever its ending, its
+	// statement bounded by sqlTimeout, as a service bounds its own.
+	atomic     bool
+	sqlTimeout time.Duration
 
 	mu      sync.Mutex     // guards running
 	running map[string]int // keys whose handler runs, with how many runs
@@ -131,7 +133,7 @@ type api struct {
 
 func newAPI(rec *history.Recorder, cfg childConfig) *api {
 	return &api{rec: rec, slow: cfg.Slow, lease: cfg.Lease, seed: cfg.Seed, endings: cfg.Endings,
-		ledger: cfg.Ledger, atomic: cfg.Atomic, sql: map[string]*sqllayer.Layer{}, running: map[string]int{}}
+		ledger: cfg.Ledger, atomic: cfg.Atomic, sqlTimeout: cfg.SQLTimeout, sql: map[string]*sqllayer.Layer{}, running: map[string]int{}}
 }
 
 // runningKeys returns the keys whose handler runs now.
@@ -263,6 +265,10 @@ func (a *api) chargeAtomic(ctx context.Context, exec, key, call string) error {
 	if !ok {
 		return errors.New("soak: no atomic execution's transaction in the handler's context")
 	}
+	// A statement on a connection whose server stopped answering waits
+	// for its context: the handler bounds its own, as the layer does.
+	ctx, cancel := context.WithTimeout(ctx, a.sqlTimeout)
+	defer cancel()
 	_, err := tx.ExecContext(ctx, "INSERT INTO "+a.ledger+" (exec, key, call) VALUES (?, ?, ?)", exec, key, call)
 	return err
 }

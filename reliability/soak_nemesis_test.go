@@ -270,8 +270,11 @@ func (n *nemesis) killOwner(ctx context.Context, r *rand.Rand, p *proc) {
 		return
 	}
 	p.paused.Store(true) // the load routes around it from now on
-	n.rec.Fault(history.ProcessKill, p.node, "owning "+k.name)
 	p.kill()
+	// Recorded once the process is reaped: everything of it happened
+	// before the fault's start, which is what the checker takes for the
+	// moment it died.
+	n.rec.Fault(history.ProcessKill, p.node, "owning "+k.name)
 	cfg := p.cfg
 	n.mu.Lock()
 	n.spawned++

@@ -142,7 +142,24 @@ func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the soak runs for seconds of load")
 	}
+	soak(t, soakSettingsFrom(t))
+}
+
+// TestSoakAtomic is the soak over Stores in the atomic mode (a short seed
+// in make test; make soak SOAKATOMIC=1 runs it long): every execution
+// writes its charge in the transaction that claims and completes its key,
+// and the nemesis also kills owners' processes mid-transaction.
+func TestSoakAtomic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the soak runs for seconds of load")
+	}
 	set := soakSettingsFrom(t)
+	set.atomic = true
+	soak(t, set)
+}
+
+// soak is one run of the soak with set.
+func soak(t *testing.T, set soakSettings) {
 	began := time.Now()
 	dir := t.TempDir()
 
