@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/deadline"
 )
 
 // call is one execution of a key and fingerprint in this process: what the
@@ -41,7 +42,7 @@ type call struct {
 	ren renewal
 	// bound holds the contexts of the first tier call of each purpose (see
 	// bounded); each is written once, before its call, and never again.
-	bound [boundPurposes]boundCtx
+	bound [boundPurposes]deadline.Ctx
 
 	done chan struct{} // closed when out is set; guarded by the flight part's mu
 	// cancelWork cancels the work's context, once it is made; guarded by
@@ -59,17 +60,17 @@ const (
 )
 
 // bounded returns the context of a tier call for purpose made now, bounded
-// by b (see bounds.call). The first call of each purpose gets the call's own
+// by b (see deadline.Bound.Context). The first call of each purpose gets the call's own
 // storage for it, so that an execution allocates no context for its claims
 // and its completion; later ones (retries, polls) allocate. The calls of one
 // purpose are never made concurrently: each kind is made by one goroutine
 // at a time, the next one only after the last returned.
-func (c *call) bounded(b *bounds, purpose int, now time.Time) (context.Context, context.CancelFunc) {
-	var into *boundCtx
+func (c *call) bounded(b *deadline.Bound, purpose int, now time.Time) (context.Context, context.CancelFunc) {
+	var into *deadline.Ctx
 	if c.bound[purpose].Context == nil {
 		into = &c.bound[purpose]
 	}
-	return b.callIn(c.ctx, now, into)
+	return b.ContextIn(c.ctx, now, into)
 }
 
 // fp returns the call's fingerprint.
@@ -242,7 +243,7 @@ func (c *call) waitRedis() (idem.Record, error) {
 			}
 			return idem.Record{}, idem.ErrInFlight
 		}
-		redisCtx, cancel := s.redisBounds.call(c.ctx, time.Now())
+		redisCtx, cancel := s.redisBounds.Context(c.ctx, time.Now())
 		rec, err := s.redis.Get(redisCtx, c.key)
 		cancel()
 		if err != nil || rec.Completed() {
@@ -425,7 +426,7 @@ func (c *call) releaseRedis() {
 		return
 	}
 	s := c.s
-	ctx, cancel := s.redisBounds.call(context.Background(), time.Now())
+	ctx, cancel := s.redisBounds.Context(context.Background(), time.Now())
 	defer cancel()
 	if err := s.redis.Release(ctx, c.key, c.redisToken); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
 		s.redisFailed(ctx, c.key, err)
@@ -438,7 +439,7 @@ func (c *call) releaseRedis() {
 func (c *call) release() {
 	s := c.s
 	if c.sqlToken != "" {
-		ctx, cancel := s.sqlBounds.call(context.Background(), time.Now())
+		ctx, cancel := s.sqlBounds.Context(context.Background(), time.Now())
 		if err := s.sql.Release(ctx, c.key, c.sqlToken); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
 			s.observe(ctx, idem.EventTierError, idem.TierSQL, c.key, 0, err)
 		}

@@ -135,7 +135,7 @@ func (c *call) dropSQL(a tierAnswer) {
 		return
 	}
 	s := c.s
-	ctx, cancel := s.sqlBounds.call(c.ctx, time.Now())
+	ctx, cancel := s.sqlBounds.Context(c.ctx, time.Now())
 	defer cancel()
 	if err := s.sql.Release(ctx, c.key, a.rec.Token); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
 		c.observe(idem.EventTierError, idem.TierSQL, 0, err)

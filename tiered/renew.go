@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/deadline"
 )
 
 // hold is the owner's hold on its call's claims: which tier's claim
@@ -86,7 +87,7 @@ func holdTimeout(timeout, lease time.Duration) time.Duration {
 
 // holdBounds gives the deadline of one renewal or completion attempt in
 // tier: its timeout, but at most lease/8.
-func (s *Store) holdBounds(tier idem.Tier) *bounds {
+func (s *Store) holdBounds(tier idem.Tier) *deadline.Bound {
 	if tier == idem.TierSQL {
 		return s.sqlHoldBounds
 	}
@@ -99,7 +100,7 @@ func (h *hold) renew() (decided, lost bool) {
 	c, s := h.c, h.c.s
 	sent := time.Now()
 	if c.sqlToken != "" {
-		ctx, cancel := s.sqlHoldBounds.call(c.ctx, sent)
+		ctx, cancel := s.sqlHoldBounds.Context(c.ctx, sent)
 		err := s.sql.Renew(ctx, c.key, c.sqlToken, s.cfg.lease)
 		cancel()
 		if errors.Is(err, idem.ErrLeaseLost) {
@@ -111,7 +112,7 @@ func (h *hold) renew() (decided, lost bool) {
 		}
 	}
 	if c.redisToken != "" {
-		ctx, cancel := s.redisHoldBounds.call(c.ctx, time.Now())
+		ctx, cancel := s.redisHoldBounds.Context(c.ctx, time.Now())
 		err := s.redis.Renew(ctx, c.key, c.redisToken, s.cfg.lease)
 		cancel()
 		switch {
@@ -238,7 +239,7 @@ func (r *renewal) run() {
 	defer s.wg.Done()
 	defer close(r.exited)
 	every, pause := s.cfg.lease/3, s.retryPause()
-	attempt := s.holdBounds(h.tier).timeout
+	attempt := s.holdBounds(h.tier).Timeout()
 	cancelled := false
 	t := time.NewTimer(every)
 	defer t.Stop()

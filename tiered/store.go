@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/deadline"
 )
 
 // Func is the work a Store runs at most once per key. Its context carries
@@ -59,9 +60,11 @@ type Store struct {
 	flights [flightShards]flights
 	// redisBounds and sqlBounds give each call to Redis and SQL its
 	// deadline; redisHoldBounds and sqlHoldBounds each renewal and
-	// completion attempt its own, at most lease/8 (see hold).
-	redisBounds, sqlBounds         *bounds
-	redisHoldBounds, sqlHoldBounds *bounds
+	// completion attempt its own, at most lease/8 (see hold). Like the
+	// per-call timeouts they replace, Close does not cut a tier call short:
+	// it reaches the phases through stopped.
+	redisBounds, sqlBounds         *deadline.Bound
+	redisHoldBounds, sqlHoldBounds *deadline.Bound
 	// renewals starts the renewers of executions whose work outlasts
 	// lease/3.
 	renewals renewals
@@ -101,11 +104,11 @@ func New(opts ...Option) (*Store, error) {
 		sql:         cfg.sql,
 		cache:       newCache(cfg.cacheItems, cfg.cacheBytes, cfg.cacheTTL),
 		obs:         cfg.observer,
-		redisBounds: newBounds(cfg.redisTimeout),
-		sqlBounds:   newBounds(cfg.sqlTimeout),
+		redisBounds: deadline.New(cfg.redisTimeout),
+		sqlBounds:   deadline.New(cfg.sqlTimeout),
 	}
-	s.redisHoldBounds = newBounds(holdTimeout(cfg.redisTimeout, cfg.lease))
-	s.sqlHoldBounds = newBounds(holdTimeout(cfg.sqlTimeout, cfg.lease))
+	s.redisHoldBounds = deadline.New(holdTimeout(cfg.redisTimeout, cfg.lease))
+	s.sqlHoldBounds = deadline.New(holdTimeout(cfg.sqlTimeout, cfg.lease))
 	s.tracer, _ = s.obs.(idem.Tracer)
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
@@ -383,19 +386,10 @@ func (s *Store) await(ctx context.Context, c *call, start time.Time) error {
 // context that has neither (context.Background, a consumer's loop) is
 // already detached.
 func detach(ctx context.Context) context.Context {
-	if detached(ctx) {
+	if deadline.Detached(ctx) {
 		return ctx
 	}
 	return context.WithoutCancel(ctx)
-}
-
-// detached reports whether ctx can neither be cancelled nor run out.
-func detached(ctx context.Context) bool {
-	if ctx.Done() != nil {
-		return false
-	}
-	_, ok := ctx.Deadline()
-	return !ok
 }
 
 // onceFingerprint is the fingerprint Once uses: a message ID names one
