@@ -8,21 +8,26 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/deadline"
+	"github.com/idemkit/idem/internal/flight"
 )
 
 // call is one execution of a key and fingerprint in this process: what the
 // callers that share it asked for, the claims it holds in each tier, and
 // its outcome. The leading caller's goroutine, or one started for it, runs
-// it through its phases (askRedis, askSQL, work); everything but done is
-// touched by that goroutine alone until done is closed, and only read after.
+// it through its phases (askRedis, askSQL, work); everything but flight's
+// own fields is touched by that goroutine alone until flight's Done is
+// closed, and only read after.
 type call struct {
 	s           *Store
 	ctx         context.Context // the leader's; its values are the work's, never its cancellation
 	key         idem.Key
 	fn          Func
 	fingerprint string
-	part        *flights // the part of the table of calls in flight that holds it
-	sameSlot    *call    // the next call in flight in part's slot; guarded by part.mu
+	part        *flights // the table of calls in flight that holds it
+	// flight is the call's entry in part: its name there, the channel
+	// closed when out is set, and the cancel of its work, through which
+	// Close cancels the work.
+	flight flight.Call[flightKey, *call]
 
 	start time.Time // when the execution began deciding (see deadline)
 
@@ -43,11 +48,6 @@ type call struct {
 	// bound holds the contexts of the first tier call of each purpose (see
 	// bounded); each is written once, before its call, and never again.
 	bound [boundPurposes]deadline.Ctx
-
-	done chan struct{} // closed when out is set; guarded by the flight part's mu
-	// cancelWork cancels the work's context, once it is made; guarded by
-	// the flight part's mu. Close cancels the work through it.
-	cancelWork context.CancelCauseFunc
 }
 
 // The purposes of the tier calls whose first context is part of the call:
@@ -92,14 +92,14 @@ func (c *call) now() time.Time { return c.start.Add(time.Since(c.start)) }
 // never panics: fn's panic is recovered in runFn. When fn calls
 // runtime.Goexit, work sets the outcome (ErrGoexit) as this goroutine
 // unwinds, the deferred leave hands it on, and the goroutine still exits.
-func (c *call) lead(part *flights) {
+func (c *call) lead() {
 	c.ctx = detach(c.ctx)
 	if c.s.obs != nil {
 		// The layers report what only they see (a takeover, a grace) to the
 		// Store's observer through the context of each call.
 		c.ctx = idem.ContextWithObserver(c.ctx, c.s.obs)
 	}
-	defer part.leave(c)
+	defer c.part.leave(c)
 	c.out = c.execute()
 }
 

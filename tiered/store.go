@@ -55,9 +55,8 @@ type Store struct {
 
 	configLogged [idem.TierSQL + 1]atomic.Bool // a configuration error of the tier was logged
 
-	// flights holds the calls in flight in this process, split by the
-	// key's digest.
-	flights [flightShards]flights
+	// flights holds the calls in flight in this process.
+	flights flights
 	// redisBounds and sqlBounds give each call to Redis and SQL its
 	// deadline; redisHoldBounds and sqlHoldBounds each renewal and
 	// completion attempt its own, at most lease/8 (see hold). Like the
@@ -146,9 +145,7 @@ func (s *Store) Close() error {
 	}
 	s.stop(idem.ErrClosed)
 	s.renewals.stop()
-	for i := range s.flights {
-		s.flights[i].cancelWork(idem.ErrClosed)
-	}
+	s.flights.cancelWork(idem.ErrClosed)
 	s.wg.Wait()
 	return nil
 }
@@ -287,14 +284,8 @@ func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 		}
 	}
 	c := &call{s: s, ctx: ctx, key: key, fn: fn, fingerprint: fingerprint, start: start}
-	d := key.Digest()
-	part := &s.flights[d[0]%flightShards]
-	c.part = part
-	cancellable := ctx.Done() != nil
-	if cancellable {
-		c.done = make(chan struct{}) // this caller waits on it if it leads
-	}
-	cur, lead := part.join(c)
+	cancellable := ctx.Done() != nil // this caller waits on a channel if it leads
+	cur, lead := s.flights.join(c, cancellable)
 	if !lead {
 		return s.follow(ctx, cur, start)
 	}
@@ -302,20 +293,20 @@ func (s *Store) do(ctx context.Context, key idem.Key, fingerprint string, fn Fun
 		// A caller that cannot give up waits for the execution anyway: run
 		// it on this goroutine, which saves a goroutine and its stack growth
 		// per execution.
-		c.lead(part)
+		c.lead()
 		return c.out.result, c.out.err
 	}
 	if !s.track() { // closed meanwhile: end the call here, for those that joined it
 		c.out = outcome{err: idem.ErrClosed}
-		part.leave(c)
+		s.flights.leave(c)
 		return Result{}, idem.ErrClosed
 	}
 	go func() {
 		defer s.wg.Done()
-		c.lead(part)
+		c.lead()
 	}()
 	select {
-	case <-c.done:
+	case <-c.flight.Done():
 		return c.out.result, c.out.err
 	case <-ctx.Done():
 		return Result{}, context.Cause(ctx)
@@ -332,7 +323,7 @@ func (s *Store) follow(ctx context.Context, c *call, start time.Time) (Result, e
 	}
 	waited := false
 	select {
-	case <-c.done: // ended already: no timer needed
+	case <-c.flight.Done(): // ended already: no timer needed
 	default:
 		if err := s.await(ctx, c, start); err != nil {
 			return Result{}, err
@@ -370,7 +361,7 @@ func (s *Store) await(ctx context.Context, c *call, start time.Time) error {
 	wait := time.NewTimer(s.cfg.wait - time.Since(start))
 	defer wait.Stop()
 	select {
-	case <-c.done:
+	case <-c.flight.Done():
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
