@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/deadline"
+	"github.com/idemkit/idem/internal/schedule"
 )
 
 // hold is the owner's hold on its call's claims: which tier's claim
@@ -200,12 +201,21 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 		return nil // closed: the work's context is cancelled already
 	}
 	r := &h.c.ren // zero: the call is new, and renews once
-	r.h, r.cancel, r.due = h, cancel, h.renewed.Add(s.cfg.lease/3)
+	r.h, r.cancel = h, cancel
+	r.first = schedule.Item[*renewal]{Due: h.renewed.Add(s.cfg.lease / 3), Value: r}
 	// Most work ends before its first renewal: the renewer starts only when
 	// that is due, so short work costs a place in the Store's queue, not a
-	// goroutine nor a timer of its own (see renewals).
-	s.renewals.add(s, r)
+	// goroutine nor a timer of its own (see Store.renewals).
+	s.renewals.Add(&r.first)
 	return r
+}
+
+// startRenewer starts the renewer of r, whose first renewal is due, on a
+// goroutine of its own; after Close, none.
+func (s *Store) startRenewer(r *renewal) {
+	if s.track() {
+		go r.run()
+	}
 }
 
 // renewal is the renewer of one execution's claims while fn runs. It lives
@@ -213,11 +223,9 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 type renewal struct {
 	h      *hold
 	cancel context.CancelCauseFunc // the work's
-	due    time.Time               // when the first renewal is due
-
-	// The place in the Store's queue of renewals; guarded by its mu.
-	prev, next *renewal
-	queued     bool // in the queue: the renewer has not been started
+	// first is the place in the Store's queue of renewals until the first
+	// renewal is due: then the renewer starts.
+	first schedule.Item[*renewal]
 
 	mu      sync.Mutex
 	stopped bool          // stop was called
@@ -282,7 +290,7 @@ func (r *renewal) stop() {
 	if r == nil {
 		return
 	}
-	if r.h.c.s.renewals.remove(r) {
+	if r.h.c.s.renewals.Remove(&r.first) {
 		return // the renewer never started
 	}
 	r.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/deadline"
+	"github.com/idemkit/idem/internal/schedule"
 )
 
 // Func is the work a Store runs at most once per key. Its context carries
@@ -66,7 +67,7 @@ type Store struct {
 	redisHoldBounds, sqlHoldBounds *deadline.Bound
 	// renewals starts the renewers of executions whose work outlasts
 	// lease/3.
-	renewals renewals
+	renewals *schedule.Queue[*renewal]
 
 	base   context.Context // parent of all work; cancelled by Close
 	stop   context.CancelCauseFunc
@@ -108,6 +109,7 @@ func New(opts ...Option) (*Store, error) {
 	}
 	s.redisHoldBounds = deadline.New(holdTimeout(cfg.redisTimeout, cfg.lease))
 	s.sqlHoldBounds = deadline.New(holdTimeout(cfg.sqlTimeout, cfg.lease))
+	s.renewals = schedule.New(s.startRenewer)
 	s.tracer, _ = s.obs.(idem.Tracer)
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
@@ -144,7 +146,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.stop(idem.ErrClosed)
-	s.renewals.stop()
+	s.renewals.Stop()
 	s.flights.cancelWork(idem.ErrClosed)
 	s.wg.Wait()
 	return nil
