@@ -114,8 +114,7 @@ func New(opts ...Option) (*Store, error) {
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
 		s.filler, _ = s.redis.(idem.Filler)
-		s.health = &health{maxFailures: cfg.redisFailures, cooldown: cfg.redisCooldown, obs: cfg.observer}
-		s.health.clean.Store(true)
+		s.health = newHealth(cfg.redisFailures, cfg.redisCooldown, cfg.observer)
 		if s.sql != nil {
 			s.guess = newSQLGuess()
 		}
