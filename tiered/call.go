@@ -112,7 +112,7 @@ func (c *call) execute() outcome {
 	if s.cfg.atomicLayer != nil {
 		return c.executeAtomic() // see atomic.go
 	}
-	if s.sql != nil && s.redis != nil && s.guess.likely() {
+	if s.sql != nil && s.redis != nil && s.guess.Likely() {
 		return c.executeOverlapped() // see overlap.go
 	}
 	if o, done := c.askRedis(nil); done {
@@ -164,7 +164,7 @@ func (c *call) askRedis(first *tierAnswer) (o outcome, done bool) {
 		}
 		s.health.ok(c.ctx)
 		if s.sql != nil {
-			s.guess.learn(claimed || !rec.Completed())
+			s.guess.Learn(claimed || !rec.Completed())
 		}
 		if claimed {
 			c.redisToken, c.redisTookOver = rec.Token, rec.TookOver

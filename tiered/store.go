@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/deadline"
+	"github.com/idemkit/idem/internal/guess"
 	"github.com/idemkit/idem/internal/schedule"
 )
 
@@ -46,11 +47,11 @@ type Store struct {
 	cfg    config
 	redis  idem.Layer
 	sql    idem.Layer
-	waiter idem.Waiter // redis as a Waiter, or nil
-	filler idem.Filler // redis as a Filler, or nil
-	cache  *cache      // nil when off
-	health *health     // Redis health; nil without Redis
-	guess  *sqlGuess   // whether calls need SQL; with both tiers only
+	waiter idem.Waiter    // redis as a Waiter, or nil
+	filler idem.Filler    // redis as a Filler, or nil
+	cache  *cache         // nil when off
+	health *health        // Redis health; nil without Redis
+	guess  *guess.Counter // whether calls need SQL (see overlap.go); with both tiers only
 	obs    idem.Observer
 	tracer idem.Tracer // obs as a Tracer, or nil
 
@@ -116,7 +117,10 @@ func New(opts ...Option) (*Store, error) {
 		s.filler, _ = s.redis.(idem.Filler)
 		s.health = newHealth(cfg.redisFailures, cfg.redisCooldown, cfg.observer)
 		if s.sql != nil {
-			s.guess = newSQLGuess()
+			// A new Store expects duplicates, so that its first ones (a
+			// restart amid retries) cost the database nothing; the first
+			// call that needs SQL turns overlapping on.
+			s.guess = guess.New(false)
 		}
 	}
 	s.base, s.stop = context.WithCancelCause(context.Background())
