@@ -29,7 +29,7 @@ type call struct {
 	// Close cancels the work.
 	flight flight.Call[flightKey, *call]
 
-	start time.Time // when the execution began deciding (see deadline)
+	start time.Time // when the execution began deciding (see call.deadline)
 
 	redisToken    string    // this process's claim in Redis, or ""
 	redisSent     time.Time // when that claim was sent
@@ -60,11 +60,11 @@ const (
 )
 
 // bounded returns the context of a tier call for purpose made now, bounded
-// by b (see deadline.Bound.Context). The first call of each purpose gets the call's own
-// storage for it, so that an execution allocates no context for its claims
-// and its completion; later ones (retries, polls) allocate. The calls of one
-// purpose are never made concurrently: each kind is made by one goroutine
-// at a time, the next one only after the last returned.
+// by b (see deadline.Bound.Context). The first call of each purpose gets
+// the call's own storage for it, so that an execution allocates no context
+// for its claims and its completion; later ones (retries, polls) allocate.
+// The calls of one purpose are never made concurrently: each kind is made
+// by one goroutine at a time, the next one only after the last returned.
 func (c *call) bounded(b *deadline.Bound, purpose int, now time.Time) (context.Context, context.CancelFunc) {
 	var into *deadline.Ctx
 	if c.bound[purpose].Context == nil {
