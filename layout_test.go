@@ -104,6 +104,15 @@ func TestImportRules(t *testing.T) {
 		// client, no driver) and no test rig that opens services.
 		{mod + "/middleware/idemtest", []string{thirdParty, mod + "/redislayer", mod + "/sqllayer",
 			mod + "/internal/testkit/stacktest", mod + "/internal/testkit/testenv"}},
+		// The machinery the Store is built on is generic: the standard
+		// library only, nothing of idem, so that no decision of the
+		// protocol moves into it unseen.
+		{mod + "/internal/flight", []string{"."}},
+		{mod + "/internal/lru", []string{"."}},
+		{mod + "/internal/deadline", []string{"."}},
+		{mod + "/internal/schedule", []string{"."}},
+		{mod + "/internal/breaker", []string{"."}},
+		{mod + "/internal/guess", []string{"."}},
 	} {
 		t.Run(strings.TrimPrefix(tc.pkg, mod+"/"), func(t *testing.T) {
 			if integration(tc.pkg) && !inWorkspace(t) {

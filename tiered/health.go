@@ -2,91 +2,44 @@ package tiered
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/breaker"
 )
 
-// health tracks whether the Redis tier is worth asking. After maxFailures
-// failures in a row it is skipped for cooldown; then one call at a time
-// probes it, and the first success switches it back on. maxFailures 0 never
-// switches it off.
+// health tracks whether the Redis tier is worth asking (see
+// breaker.Breaker: after WithRedisFallback's failures in a row Redis is
+// skipped for its cool-down, then probed), and reports each switch to the
+// Store's observer: EventFallbackOn when Redis is switched off and SQL
+// decides alone, EventFallbackOff when it is back.
 type health struct {
-	maxFailures int
-	cooldown    time.Duration
-	obs         idem.Observer
+	breaker *breaker.Breaker
+	obs     idem.Observer
+}
 
-	// clean is true while there is nothing to track: on, no failure since
-	// the last success, no probe. Every call reads it; only a failure or a
-	// recovery takes mu, so that healthy calls share no lock and write no
-	// shared memory.
-	clean atomic.Bool
-
-	mu       sync.Mutex // guards the fields below
-	failures int
-	off      bool
-	retryAt  time.Time
-	probing  bool
+func newHealth(maxFailures int, cooldown time.Duration, obs idem.Observer) *health {
+	return &health{breaker: breaker.New(maxFailures, cooldown), obs: obs}
 }
 
 // allow reports whether a call may use Redis now. When it returns probe
 // true, the caller is the one probe of a tier that was off and must report
 // its outcome with ok or fail.
-func (h *health) allow(now time.Time) (use, probe bool) {
-	if h.clean.Load() {
-		return true, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.off {
-		return true, false
-	}
-	if h.probing || now.Before(h.retryAt) {
-		return false, false
-	}
-	h.probing = true
-	return true, true
-}
+func (h *health) allow(now time.Time) (use, probe bool) { return h.breaker.Allow(now) }
 
+// ok records a Redis call that succeeded.
 func (h *health) ok(ctx context.Context) {
-	if h.clean.Load() {
-		return
-	}
-	h.mu.Lock()
-	wasOff := h.off
-	h.failures, h.off, h.probing = 0, false, false
-	h.clean.Store(true)
-	h.mu.Unlock()
-	if wasOff && h.obs != nil {
+	if h.breaker.Success() && h.obs != nil {
 		h.obs.Observe(ctx, idem.Event{Kind: idem.EventFallbackOff, Tier: idem.TierRedis})
 	}
 }
 
+// fail records a Redis call that failed with err at now.
 func (h *health) fail(ctx context.Context, err error, now time.Time) {
-	h.mu.Lock()
-	h.clean.Store(false)
-	h.failures++
-	h.probing = false
-	switchOff := false
-	if h.maxFailures > 0 && h.failures >= h.maxFailures {
-		switchOff = !h.off
-		h.off = true
-		h.retryAt = now.Add(h.cooldown)
-	}
-	h.mu.Unlock()
-	if switchOff && h.obs != nil {
+	if h.breaker.Failure(now) && h.obs != nil {
 		h.obs.Observe(ctx, idem.Event{Kind: idem.EventFallbackOn, Tier: idem.TierRedis, Err: err})
 	}
 }
 
 // isOff reports whether Redis is currently switched off.
-func (h *health) isOff() bool {
-	if h.clean.Load() {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.off
-}
+func (h *health) isOff() bool { return h.breaker.Off() }

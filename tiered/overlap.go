@@ -2,7 +2,6 @@ package tiered
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -29,43 +28,10 @@ import (
 // While most keys are duplicates Redis answers alone, the claims stay in
 // order (Redis, then SQL only when needed), so that a duplicate does not
 // cost the database a statement for nothing, nor wait for one. The Store
-// learns which case holds from Redis's answers (sqlGuess).
-
-// sqlGuess guesses whether the next call will need SQL, from the Redis
-// answers of the calls before it: a saturating count, up by one for an
-// answer that left the decision to SQL (a claim won, a key in progress) and
-// down by one for one that decided (a completed record). It overlaps the
-// claims while more recent calls needed SQL than not. Racy updates lose a
-// step now and then; a guess needs no more.
-type sqlGuess struct{ n atomic.Int32 }
-
-const (
-	guessMax  = 32
-	guessHalf = guessMax / 2
-)
-
-func newSQLGuess() *sqlGuess {
-	g := &sqlGuess{}
-	// A new Store expects duplicates, so that its first ones (a restart
-	// amid retries) cost the database nothing; the first call that needs
-	// SQL turns overlapping on.
-	g.n.Store(guessHalf - 1)
-	return g
-}
-
-// likely reports whether the next call probably needs SQL.
-func (g *sqlGuess) likely() bool { return g.n.Load() >= guessHalf }
-
-// learn records whether a call's Redis answer left the decision to SQL.
-func (g *sqlGuess) learn(neededSQL bool) {
-	n := g.n.Load()
-	switch {
-	case neededSQL && n < guessMax:
-		g.n.Store(n + 1)
-	case !neededSQL && n > 0:
-		g.n.Store(n - 1)
-	}
-}
+// learns which case holds from Redis's answers (Store.guess): a guess up by
+// one for an answer that left the decision to SQL (a claim won, a key in
+// progress) and down by one for one that decided (a completed record),
+// which overlaps the claims while more recent calls needed SQL than not.
 
 // tierAnswer is the answer of one Reserve sent at sent.
 type tierAnswer struct {
@@ -135,7 +101,7 @@ func (c *call) dropSQL(a tierAnswer) {
 		return
 	}
 	s := c.s
-	ctx, cancel := s.sqlBounds.call(c.ctx, time.Now())
+	ctx, cancel := s.sqlBounds.Context(c.ctx, time.Now())
 	defer cancel()
 	if err := s.sql.Release(ctx, c.key, a.rec.Token); err != nil && !errors.Is(err, idem.ErrLeaseLost) {
 		c.observe(idem.EventTierError, idem.TierSQL, 0, err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/deadline"
+	"github.com/idemkit/idem/internal/schedule"
 )
 
 // hold is the owner's hold on its call's claims: which tier's claim
@@ -86,7 +88,7 @@ func holdTimeout(timeout, lease time.Duration) time.Duration {
 
 // holdBounds gives the deadline of one renewal or completion attempt in
 // tier: its timeout, but at most lease/8.
-func (s *Store) holdBounds(tier idem.Tier) *bounds {
+func (s *Store) holdBounds(tier idem.Tier) *deadline.Bound {
 	if tier == idem.TierSQL {
 		return s.sqlHoldBounds
 	}
@@ -99,7 +101,7 @@ func (h *hold) renew() (decided, lost bool) {
 	c, s := h.c, h.c.s
 	sent := time.Now()
 	if c.sqlToken != "" {
-		ctx, cancel := s.sqlHoldBounds.call(c.ctx, sent)
+		ctx, cancel := s.sqlHoldBounds.Context(c.ctx, sent)
 		err := s.sql.Renew(ctx, c.key, c.sqlToken, s.cfg.lease)
 		cancel()
 		if errors.Is(err, idem.ErrLeaseLost) {
@@ -111,7 +113,7 @@ func (h *hold) renew() (decided, lost bool) {
 		}
 	}
 	if c.redisToken != "" {
-		ctx, cancel := s.redisHoldBounds.call(c.ctx, time.Now())
+		ctx, cancel := s.redisHoldBounds.Context(c.ctx, time.Now())
 		err := s.redis.Renew(ctx, c.key, c.redisToken, s.cfg.lease)
 		cancel()
 		switch {
@@ -199,12 +201,21 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 		return nil // closed: the work's context is cancelled already
 	}
 	r := &h.c.ren // zero: the call is new, and renews once
-	r.h, r.cancel, r.due = h, cancel, h.renewed.Add(s.cfg.lease/3)
+	r.h, r.cancel = h, cancel
+	r.first = schedule.Item[*renewal]{Due: h.renewed.Add(s.cfg.lease / 3), Value: r}
 	// Most work ends before its first renewal: the renewer starts only when
 	// that is due, so short work costs a place in the Store's queue, not a
-	// goroutine nor a timer of its own (see renewals).
-	s.renewals.add(s, r)
+	// goroutine nor a timer of its own (see Store.renewals).
+	s.renewals.Add(&r.first)
 	return r
+}
+
+// startRenewer starts the renewer of r, whose first renewal is due, on a
+// goroutine of its own; after Close, none.
+func (s *Store) startRenewer(r *renewal) {
+	if s.track() {
+		go r.run()
+	}
 }
 
 // renewal is the renewer of one execution's claims while fn runs. It lives
@@ -212,11 +223,9 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 type renewal struct {
 	h      *hold
 	cancel context.CancelCauseFunc // the work's
-	due    time.Time               // when the first renewal is due
-
-	// The place in the Store's queue of renewals; guarded by its mu.
-	prev, next *renewal
-	queued     bool // in the queue: the renewer has not been started
+	// first is the place in the Store's queue of renewals until the first
+	// renewal is due: then the renewer starts.
+	first schedule.Item[*renewal]
 
 	mu      sync.Mutex
 	stopped bool          // stop was called
@@ -238,7 +247,7 @@ func (r *renewal) run() {
 	defer s.wg.Done()
 	defer close(r.exited)
 	every, pause := s.cfg.lease/3, s.retryPause()
-	attempt := s.holdBounds(h.tier).timeout
+	attempt := s.holdBounds(h.tier).Timeout()
 	cancelled := false
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -281,7 +290,7 @@ func (r *renewal) stop() {
 	if r == nil {
 		return
 	}
-	if r.h.c.s.renewals.remove(r) {
+	if r.h.c.s.renewals.Remove(&r.first) {
 		return // the renewer never started
 	}
 	r.mu.Lock()

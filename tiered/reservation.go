@@ -106,7 +106,7 @@ func (c *call) readRecord(tier idem.Tier, layer idem.Layer, until time.Time, bet
 	pause := s.retryPause()
 	for {
 		sent = time.Now()
-		ctx, cancel := s.holdBounds(tier).call(c.ctx, sent)
+		ctx, cancel := s.holdBounds(tier).Context(c.ctx, sent)
 		rec, err = layer.Get(ctx, c.key)
 		cancel()
 		c.tierCall(tier, sent, err)
@@ -174,7 +174,7 @@ func (c *call) judge(h *hold, rec idem.Record, found bool, sent time.Time, writt
 	// In progress, or gone: fn's transaction did not commit. Release, so
 	// that a retry runs again.
 	layer, token := h.claim()
-	ctx, cancel := s.holdBounds(h.tier).call(c.ctx, time.Now())
+	ctx, cancel := s.holdBounds(h.tier).Context(c.ctx, time.Now())
 	rerr := layer.Release(ctx, c.key, token)
 	cancel()
 	c.releaseRedis()
@@ -204,7 +204,7 @@ func (h *hold) ownCompletion() bool {
 	}
 	c, s := h.c, h.c.s
 	layer, _ := h.claim()
-	ctx, cancel := s.holdBounds(h.tier).call(c.ctx, time.Now())
+	ctx, cancel := s.holdBounds(h.tier).Context(c.ctx, time.Now())
 	rec, err := layer.Get(ctx, c.key)
 	cancel()
 	return err == nil && rec.Completed() && rec.Fingerprint == c.fp() && written.Wrote(rec.Result)

@@ -241,7 +241,7 @@ func (c *call) publish(val []byte, lives time.Time) {
 		c.releaseRedis() // too little left to be worth keeping
 		return
 	}
-	redisCtx, cancel := s.redisBounds.call(c.ctx, now)
+	redisCtx, cancel := s.redisBounds.Context(c.ctx, now)
 	defer cancel()
 	var err error
 	if c.redisToken != "" {

@@ -1,17 +1,43 @@
-package tiered
+package lru
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/idemkit/idem"
 )
 
-func cacheKey(i int) idem.Key { return idem.NewKey("cache", strconv.Itoa(i)) }
+// result is what the tests cache: a fingerprint and a value, as a store
+// caches a completed result.
+type result struct {
+	fp    string
+	value []byte
+}
 
-// forever is a record's life far beyond the cache's own TTL.
+// cache is a cache of results, seen as a store uses it.
+type cache struct{ *Cache[result] }
+
+func newCache(items, bytes int, ttl time.Duration) cache {
+	return cache{New[result](items, bytes, ttl)}
+}
+
+// put caches value with fingerprint fp for k, counting the value's length
+// towards the byte bound.
+func (c cache) put(k Digest, fp string, value []byte, until, now time.Time) {
+	c.Put(k, result{fp, value}, len(value), until, now)
+}
+
+// get returns the fingerprint and value cached for k.
+func (c cache) get(k Digest, now time.Time) (string, []byte, bool) {
+	r, ok := c.Get(k, now)
+	return r.fp, r.value, ok
+}
+
+func cacheKey(i int) Digest { return sha256.Sum256([]byte("cache/" + strconv.Itoa(i))) }
+
+// forever is a value's life far beyond the cache's own TTL.
 var forever = time.Now().Add(100 * 24 * time.Hour)
 
 func TestCacheKeepsItsBounds(t *testing.T) {
@@ -22,7 +48,7 @@ func TestCacheKeepsItsBounds(t *testing.T) {
 			c.put(cacheKey(i), "fp", []byte("v"), forever, now)
 		}
 		// Each part fills up long before 20 × its share of keys arrive.
-		if n := c.len(); n != items {
+		if n := c.Len(); n != items {
 			t.Errorf("items %d: %d cached after %d puts, want exactly the bound", items, n, 20*items)
 		}
 	}
@@ -46,12 +72,12 @@ func TestCacheKeepsItsBounds(t *testing.T) {
 
 func TestCacheEvictsTheLeastRecentlyUsedOfAPart(t *testing.T) {
 	now := time.Now()
-	c := newCache(2*cacheShards, 1<<20, time.Minute) // two entries a part
+	c := newCache(2*shardCount, 1<<20, time.Minute) // two entries a part
 	// Three keys of one part.
-	var same []idem.Key
+	var same []Digest
 	for i := 0; len(same) < 3; i++ {
-		k := cacheKey(i)
-		if d, d0 := k.Digest(), cacheKey(0).Digest(); c.shard(&d) == c.shard(&d0) {
+		k, k0 := cacheKey(i), cacheKey(0)
+		if c.shard(&k) == c.shard(&k0) {
 			same = append(same, k)
 		}
 	}
@@ -65,9 +91,9 @@ func TestCacheEvictsTheLeastRecentlyUsedOfAPart(t *testing.T) {
 	if _, _, ok := c.get(b, now); ok {
 		t.Error("b, the least recently used, was kept")
 	}
-	for _, k := range []idem.Key{a, d} {
+	for _, k := range []Digest{a, d} {
 		if _, _, ok := c.get(k, now); !ok {
-			t.Errorf("%v evicted", k)
+			t.Errorf("%x evicted", k[:8])
 		}
 	}
 }
@@ -86,7 +112,7 @@ func TestCacheExpires(t *testing.T) {
 	if _, _, ok := c.get(cacheKey(1), now.Add(time.Minute)); ok {
 		t.Error("kept past the cache's TTL")
 	}
-	if n := c.len(); n != 0 {
+	if n := c.Len(); n != 0 {
 		t.Errorf("%d expired entries left after their reads", n)
 	}
 }
@@ -99,16 +125,17 @@ func TestCacheConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 2000 {
 				k := cacheKey((i*7 + g) % 200)
-				if fp, v, ok := c.get(k, now); ok && (fp != "fp"+k.String() || string(v) != k.String()) {
-					t.Errorf("%v: got %q %q", k, fp, v)
+				name := hex.EncodeToString(k[:8])
+				if fp, v, ok := c.get(k, now); ok && (fp != "fp"+name || string(v) != name) {
+					t.Errorf("%s: got %q %q", name, fp, v)
 					return
 				}
-				c.put(k, "fp"+k.String(), []byte(k.String()), forever, now)
+				c.put(k, "fp"+name, []byte(name), forever, now)
 			}
 		})
 	}
 	wg.Wait()
-	if n := c.len(); n > 64 {
+	if n := c.Len(); n > 64 {
 		t.Errorf("%d cached, bound 64", n)
 	}
 }
@@ -125,17 +152,17 @@ func TestCacheMatchesAPlainLRU(t *testing.T) {
 
 func testCacheMatchesAPlainLRU(t *testing.T, perPart, keys int) {
 	type item struct {
-		d       [idem.KeySize]byte
+		d       Digest
 		fp      string
 		value   []byte
 		expires time.Time
 	}
-	items, bytes := perPart*cacheShards, perPart*cacheShards*10
+	items, bytes := perPart*shardCount, perPart*shardCount*10
 	c := newCache(items, bytes, time.Minute)
 	model := make([][]item, len(c.shards)) // per part, most recent first
-	part := func(d [idem.KeySize]byte) int { return int(d[0]) % len(c.shards) }
+	part := func(d Digest) int { return int(d[0]) % len(c.shards) }
 	drop := func(p, j int) { model[p] = append(model[p][:j], model[p][j+1:]...) }
-	find := func(p int, d [idem.KeySize]byte) int {
+	find := func(p int, d Digest) int {
 		for j, it := range model[p] {
 			if it.d == d {
 				return j
@@ -157,7 +184,7 @@ func testCacheMatchesAPlainLRU(t *testing.T, perPart, keys int) {
 	}
 	for op := range 20000 {
 		k := cacheKey(rnd(keys))
-		d := k.Digest()
+		d := k
 		p := part(d)
 		switch rnd(4) {
 		case 0, 1:
@@ -205,6 +232,27 @@ func testCacheMatchesAPlainLRU(t *testing.T, perPart, keys int) {
 				t.Fatalf("part %d: entry %d out of order", p, j)
 			}
 			j++
+		}
+	}
+}
+
+// A cache of no items is nil and holds nothing; a value whose end is not
+// after now (the zero time, when its source could not tell) is not cached.
+func TestCacheHoldsNothingItCannotKeep(t *testing.T) {
+	now := time.Now()
+	off := New[result](0, 1<<20, time.Minute)
+	if off != nil {
+		t.Fatal("a cache of no items is not nil")
+	}
+	off.Put(cacheKey(1), result{"fp", []byte("v")}, 1, forever, now)
+	if _, ok := off.Get(cacheKey(1), now); ok || off.Len() != 0 {
+		t.Fatal("a nil cache holds a value")
+	}
+	c := newCache(10, 1<<20, time.Minute)
+	for _, until := range []time.Time{{}, now.Add(-time.Second), now} {
+		c.put(cacheKey(2), "fp", []byte("v"), until, now)
+		if _, _, ok := c.get(cacheKey(2), now); ok {
+			t.Fatalf("cached with an end of %v, at or before now", until)
 		}
 	}
 }
