@@ -1,0 +1,169 @@
+package sqllayer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/idemkit/idem"
+)
+
+// The claim of an atomic execution: a transaction begun on a connection
+// of its own, and the claim row inserted in it, waiting on the unique
+// index for a concurrent claim's transaction.
+
+// claimAtomic begins transactions until one claims the key (a is its
+// transaction), the key is found held (a is nil, rec what holds it), or an
+// error: a conflict or a broken connection before the work begins starts
+// over in a new transaction, up to the layer's retries. The whole claim —
+// connections, BEGINs, statements and retries — takes at most the wait
+// and the timeout together (with a timeout; else it is bounded by ctx).
+func (l *Layer) claimAtomic(ctx context.Context, c *claim, until time.Time, timeout time.Duration) (*atomicTx, idem.Record, error) {
+	var bound time.Time
+	if timeout > 0 {
+		bound = until.Add(timeout)
+	}
+	retries := 0
+	for round := 0; ; round++ {
+		if round >= maxRounds {
+			return nil, idem.Record{}, l.wrap("reserve", errRounds)
+		}
+		if !bound.IsZero() && !time.Now().Before(bound) {
+			return nil, idem.Record{}, l.wrap("reserve", fmt.Errorf("sqllayer: the claim took longer than the wait and the timeout together: %w", context.DeadlineExceeded))
+		}
+		a, rec, next, err := l.claimOnce(ctx, c, until, bound, timeout)
+		switch {
+		case err == nil && next == claimGrace:
+			// A lapsed lease of a claim committed outside an atomic
+			// execution got its grace, as Reserve grants it: the key is
+			// held, in progress.
+			return nil, rec, nil
+		case err == nil && next == claimAgain:
+			continue
+		case err == nil:
+			return a, rec, nil
+		case lockWait(err, l.dialect):
+			return nil, idem.Record{}, fmt.Errorf("%w: sqllayer: the key's claim is held by a transaction still open after the wait: %w", idem.ErrInFlight, err)
+		}
+		if retries >= l.retries || ctx.Err() != nil || (!l.conflict(err) && classify(err, l.dialect) != kindBroken) {
+			return nil, idem.Record{}, l.wrap("reserve", err)
+		}
+		retries++
+		if perr := pause(ctx, retries); perr != nil {
+			return nil, idem.Record{}, l.wrap("reserve", err)
+		}
+	}
+}
+
+// What one claim attempt leaves to do.
+const (
+	claimDone  = iota // claimed, or found the key held
+	claimAgain        // the row changed between statements: start over
+	claimGrace        // granted a lapsed lease its grace: the key is held
+)
+
+// claimOnce begins a transaction and claims the key in it: an insert
+// first, which waits for a concurrent claim's transaction; then, when the
+// key is taken, a read in a new statement (which sees what that
+// transaction committed) and a takeover of an expired record or a lapsed
+// lease past its grace. A transaction that claims nothing is rolled back.
+func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time, timeout time.Duration) (a *atomicTx, rec idem.Record, next int, err error) {
+	wait := max(time.Until(until), 0)
+	stmtCtx, step := ctx, timeout
+	if !bound.IsZero() {
+		var cancel context.CancelFunc
+		stmtCtx, cancel = context.WithDeadline(ctx, bound)
+		defer cancel()
+		// Each step gets the timeout, and no more than the claim has left.
+		step = max(min(timeout, time.Until(bound)), time.Millisecond)
+	}
+	// The connection is taken under the claim's bound (a pool whose
+	// connections all wait for open transactions waits no longer); the
+	// transaction lives in ctx.
+	conn, err := l.connect(ctx, wait, step)
+	if err != nil {
+		return nil, idem.Record{}, 0, err
+	}
+	server := l.serverID(stmtCtx, conn, step)
+	txCtx, end := context.WithCancelCause(ctx)
+	tx, err := beginBounded(txCtx, end, conn, step)
+	if err != nil {
+		end(nil)
+		l.disconnect(conn)
+		return nil, idem.Record{}, 0, err
+	}
+	claimed, released := false, false
+	defer func() {
+		if !claimed && !released {
+			rollback(tx, end, step)
+			l.disconnect(conn)
+		}
+	}()
+	q, err := l.on(tx)
+	if err != nil {
+		return nil, idem.Record{}, 0, err
+	}
+	token := idem.NewToken()
+	var ok bool
+	switch l.dialect {
+	case dialect.PG:
+		// At least a millisecond: 0 would turn the timeout off.
+		// A statement without rows: the driver may send it in one round
+		// trip (pgx sends a query whose text it has not prepared in two).
+		// The claim's times are then the client's: nothing of an atomic
+		// execution's lease rests on them (the open transaction is the
+		// lease, and the completion sets the record's expiry from the
+		// server's clock).
+		ms := strconv.FormatInt(max(wait.Milliseconds(), 1), 10) + "ms"
+		now := time.Now()
+		var n int64
+		n, err = affected(stmtCtx, q, l.st.atomicInsert, append(c.args(token, nil), ms)...)
+		if err == nil && n == 1 {
+			rec, ok = c.owner(token, now.Add(time.Duration(c.lease)*time.Microsecond), now.Add(time.Duration(c.expiry)*time.Microsecond), l.resolution), true
+		}
+	case dialect.MySQL:
+		secs := max((wait+time.Second-1)/time.Second, 1)
+		if _, err = q.ExecContext(stmtCtx, "SET SESSION innodb_lock_wait_timeout = "+strconv.FormatInt(int64(secs), 10)); err == nil {
+			rec, ok, err = l.insertMySQL(stmtCtx, q, c, token)
+		}
+	default:
+		rec, ok, err = l.insertReturning(stmtCtx, q, c, token)
+	}
+	if err != nil {
+		return nil, idem.Record{}, 0, err
+	}
+	if !ok {
+		r := l.newRow()
+		found, err := l.readRow(stmtCtx, q, c.digest, &r)
+		switch {
+		case err != nil:
+			return nil, idem.Record{}, 0, err
+		case !found:
+			return nil, idem.Record{}, claimAgain, nil // released between the statements
+		case !r.takeable(c.fp):
+			return nil, r.record(c.key, l.resolution), claimDone, nil
+		case r.state == stateInProgress && !r.expired():
+			// Grant the grace outside this transaction, which holds
+			// nothing: the grace must commit to count.
+			rollback(tx, end, step)
+			l.disconnect(conn)
+			released = true
+			rec, ok, err = l.grace(stmtCtx, l.pool(), c, &r)
+			if err != nil || !ok {
+				return nil, idem.Record{}, claimAgain, err
+			}
+			l.observe(ctx, idem.Event{Kind: idem.EventGrace, Key: c.key})
+			return nil, rec, claimGrace, nil
+		}
+		if rec, ok, err = l.takeover(stmtCtx, q, c, token, r.token); err != nil || !ok {
+			return nil, idem.Record{}, claimAgain, err
+		}
+		rec.TookOver = inProgress(r.state)
+		l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key})
+	}
+	claimed = true
+	return &atomicTx{l: l, ctx: txCtx, end: end, conn: conn, server: server, tx: tx, q: q, key: c.key, claim: c, token: token, timeout: timeout}, rec, claimDone, nil
+}
