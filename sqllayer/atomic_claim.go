@@ -111,18 +111,12 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 	switch l.dialect {
 	case dialect.PG:
 		// At least a millisecond: 0 would turn the timeout off.
-		// A statement without rows: the driver may send it in one round
-		// trip (pgx sends a query whose text it has not prepared in two).
-		// The claim's times are then the client's: nothing of an atomic
-		// execution's lease rests on them (the open transaction is the
-		// lease, and the completion sets the record's expiry from the
-		// server's clock).
 		ms := strconv.FormatInt(max(wait.Milliseconds(), 1), 10) + "ms"
-		now := time.Now()
-		var n int64
-		n, err = affected(stmtCtx, q, l.st.atomicInsert, append(c.args(token, nil), ms)...)
-		if err == nil && n == 1 {
-			rec, ok = c.owner(token, now.Add(time.Duration(c.lease)*time.Microsecond), now.Add(time.Duration(c.expiry)*time.Microsecond), l.resolution), true
+		lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
+		var found bool
+		found, err = queryOne(stmtCtx, q, l.st.atomicInsert, append(c.args(token, nil), ms), &lease, &expires)
+		if err == nil && found {
+			rec, ok = c.owner(token, lease.t, expires.t, l.resolution), true
 		}
 	case dialect.MySQL:
 		secs := max((wait+time.Second-1)/time.Second, 1)

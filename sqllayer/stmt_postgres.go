@@ -65,7 +65,8 @@ SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
 	c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
 FROM (SELECT clock_timestamp() AS now, set_config('lock_timeout', ?7::text, true) AS lock_timeout) c
 WHERE c.lock_timeout IS NOT NULL
-ON CONFLICT (key_digest) DO NOTHING`,
+ON CONFLICT (key_digest) DO NOTHING
+RETURNING lease_until, expires_at`,
 
 	// The record and the server's clock, from which readRow derives its
 	// verdicts: a plain primary-key read, as cheap as a read can be.
