@@ -59,7 +59,10 @@ func main() {
 		}
 		return string(out)
 	}
-	run("mod", "tidy")
+	// -e: tidy also looks for the packages the dependencies' own tests
+	// import (testify, for Watermill's), which the cache may not hold
+	// offline; the user's build needs none of them.
+	run("mod", "tidy", "-e")
 	graph := run("mod", "graph")
 	for _, framework := range []string{"github.com/gin-gonic/gin@", "github.com/labstack/echo"} {
 		if strings.Contains(graph, framework) {
