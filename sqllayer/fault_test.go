@@ -277,6 +277,7 @@ func openPG(dsn string) (*bun.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	sqldb.SetMaxOpenConns(testenv.MaxTestConns)
 	return bun.NewDB(sqldb, pgdialect.New()), nil
 }
 
@@ -285,6 +286,7 @@ func openMySQL(dsn string) (*bun.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	sqldb.SetMaxOpenConns(testenv.MaxTestConns)
 	return bun.NewDB(sqldb, mysqldialect.New()), nil
 }
 

@@ -95,11 +95,7 @@ func (st *Stack) sqlOptions() []sqllayer.Option {
 // DB returns a pool of its own over the shared database.
 func (st *Stack) DB(t testing.TB) *bun.DB {
 	t.Helper()
-	db := st.SQL.Open(t)
-	if st.SQL.Real {
-		db.SetMaxOpenConns(8) // the server is shared with other packages' tests
-	}
-	return db
+	return st.SQL.Open(t) // capped at testenv.MaxTestConns on a real server
 }
 
 // SQLLayer returns a SQL layer over a pool of its own.

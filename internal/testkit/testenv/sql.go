@@ -51,6 +51,12 @@ func (s *SQL) Open(t testing.TB) *bun.DB {
 	return db
 }
 
+// MaxTestConns is the most connections a test's pool over a real server
+// opens: the server is shared by every package's tests running at once, and
+// a test that opened pools without a limit ran it out of connections beside
+// other work. A test that needs another limit sets it on its pool.
+const MaxTestConns = 8
+
 func open(kind, dsn string) (*bun.DB, error) {
 	switch kind {
 	case "postgres":
@@ -58,12 +64,14 @@ func open(kind, dsn string) (*bun.DB, error) {
 		if err != nil {
 			return nil, err
 		}
+		sqldb.SetMaxOpenConns(MaxTestConns)
 		return bun.NewDB(sqldb, pgdialect.New()), nil
 	case "mysql":
 		sqldb, err := sql.Open("mysql", dsn)
 		if err != nil {
 			return nil, err
 		}
+		sqldb.SetMaxOpenConns(MaxTestConns)
 		return bun.NewDB(sqldb, mysqldialect.New()), nil
 	case "sqlite-file", "sqlite-memory":
 		sqldb, err := sql.Open("sqlite", dsn)
