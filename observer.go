@@ -245,20 +245,3 @@ func (m multiTracer) StartCall(ctx context.Context, key Key) (context.Context, f
 		}
 	}
 }
-
-// observerKey is the context key of ContextWithObserver.
-type observerKey struct{}
-
-// ContextWithObserver returns ctx carrying o. A Store hands its observer to
-// the layers it wraps this way: the context of every call it makes to a
-// layer carries it, and a layer reports what only it sees (a takeover, a
-// grace) to ObserverFrom of that context.
-func ContextWithObserver(ctx context.Context, o Observer) context.Context {
-	return context.WithValue(ctx, observerKey{}, o)
-}
-
-// ObserverFrom returns the observer ctx carries, or nil.
-func ObserverFrom(ctx context.Context) Observer {
-	o, _ := ctx.Value(observerKey{}).(Observer)
-	return o
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/bsm/redislock"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/observe"
 )
 
 // Defaults of a Janitor.
@@ -114,9 +115,9 @@ func WithLockTTL(d time.Duration) Option {
 	}
 }
 
-// WithObserver sets the observer of sweeps. Default none: the observer the
-// context of Run or Sweep carries (idem.ContextWithObserver), if any — a
-// Store that runs the Janitor (tiered.WithJanitor) hands it its own.
+// WithObserver sets the observer of sweeps. Default none: the observer of
+// the Store that runs the Janitor (tiered.WithJanitor), which hands it its
+// own through the context of Run, if any.
 func WithObserver(o idem.Observer) Option {
 	return func(j *Janitor) error { j.obs = o; return nil }
 }
@@ -223,7 +224,7 @@ func (j *Janitor) observer(ctx context.Context) idem.Observer {
 	if j.obs != nil {
 		return j.obs
 	}
-	return idem.ObserverFrom(ctx)
+	return observe.FromContext(ctx)
 }
 
 // errLockLost is the cause of a sweep stopped because its lock could not be

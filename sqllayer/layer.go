@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/mix"
+	"github.com/idemkit/idem/internal/observe"
 )
 
 var _ idem.Layer = (*Layer)(nil)
@@ -281,7 +282,7 @@ func pause(ctx context.Context, attempt int) error {
 func (l *Layer) observe(ctx context.Context, e idem.Event) {
 	o := l.obs
 	if o == nil {
-		o = idem.ObserverFrom(ctx) // the Store's, handed down with the call
+		o = observe.FromContext(ctx) // the Store's, handed down with the call
 	}
 	if o != nil {
 		e.Tier = idem.TierSQL
