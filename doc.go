@@ -3,7 +3,7 @@
 // message that arrives twice is executed once, and every copy gets the same
 // answer.
 //
-// The root package does no I/O and imports nothing outside the standard
+// The root package does no I/O and links nothing outside the standard
 // library. It defines:
 //
 //   - [Key]: the storage key, a fixed-size digest of a scope (tenant, account,
@@ -15,6 +15,10 @@
 //     [ErrNotFound], [ErrUnavailable], [ErrConfig], [ErrTooLarge],
 //     [ErrClosed]), checked with errors.Is.
 //   - [Observer] and [Event]: a hook for metrics and logs.
+//   - [Reservation], read with [ReservationFrom] and [KeyFrom]: the claim
+//     the execution running in a context holds on its key, for completing
+//     it in the function's own transaction or deriving a downstream
+//     idempotency key.
 //
 // Users call the tiered.Store (package tiered) or the HTTP middleware
 // (package middleware); the layers live in packages redislayer, sqllayer and

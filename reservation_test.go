@@ -7,44 +7,37 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reservation"
 )
 
 type ctxKey string
 
-// A context carrying a reservation is its parent in everything else: its
+// The context carrying a reservation is its parent in everything else: its
 // values, its cancellation and cause, and the cancellation of the contexts
-// made from it. That holds for the first placement of a reservation, which
-// the reservation keeps itself, and for any later one.
-func TestContextWithReservation(t *testing.T) {
-	res, _ := idem.NewReservation(nil, idem.Record{Key: idem.NewKey("", "k"), Token: "t"}, time.Hour)
-	for _, placement := range []string{"first", "again"} {
-		t.Run(placement, func(t *testing.T) {
-			parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), ctxKey("v"), "parent's"))
-			ctx := idem.ContextWithReservation(parent, res)
-			if got, ok := idem.ReservationFrom(ctx); !ok || got != res {
-				t.Fatalf("ReservationFrom = %p, %v; want %p", got, ok, res)
-			}
-			if v := ctx.Value(ctxKey("v")); v != "parent's" {
-				t.Fatalf("parent's value %v", v)
-			}
-			child, stop := context.WithCancel(ctx)
-			defer stop()
-			if got, ok := idem.ReservationFrom(child); !ok || got != res {
-				t.Fatalf("a derived context's reservation = %p, %v", got, ok)
-			}
-			if ctx.Err() != nil || ctx.Done() != parent.Done() {
-				t.Fatal("not the parent's cancellation")
-			}
-			cause := errors.New("lease lost")
-			cancel(cause)
-			<-child.Done()
-			if !errors.Is(ctx.Err(), context.Canceled) || context.Cause(ctx) != cause || context.Cause(child) != cause {
-				t.Fatalf("Err %v, Cause %v, child's Cause %v", ctx.Err(), context.Cause(ctx), context.Cause(child))
-			}
-		})
+// made from it.
+func TestReservationContext(t *testing.T) {
+	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), ctxKey("v"), "parent's"))
+	ctx, _ := reservation.NewContext(parent, nil, idem.Record{Key: idem.NewKey("", "k"), Token: "t"}, time.Hour)
+	res, ok := idem.ReservationFrom(ctx)
+	if !ok || res.Token() != "t" || res.Retention() != time.Hour {
+		t.Fatalf("ReservationFrom = %+v, %v", res, ok)
 	}
-	if _, ok := idem.ReservationFrom(idem.ContextWithReservation(context.Background(), nil)); ok {
-		t.Fatal("a nil reservation was found")
+	if v := ctx.Value(ctxKey("v")); v != "parent's" {
+		t.Fatalf("parent's value %v", v)
+	}
+	child, stop := context.WithCancel(ctx)
+	defer stop()
+	if got, ok := idem.ReservationFrom(child); !ok || got != res {
+		t.Fatalf("a derived context's reservation = %p, %v; want %p", got, ok, res)
+	}
+	if ctx.Err() != nil || ctx.Done() != parent.Done() {
+		t.Fatal("not the parent's cancellation")
+	}
+	cause := errors.New("lease lost")
+	cancel(cause)
+	<-child.Done()
+	if !errors.Is(ctx.Err(), context.Canceled) || context.Cause(ctx) != cause || context.Cause(child) != cause {
+		t.Fatalf("Err %v, Cause %v, child's Cause %v", ctx.Err(), context.Cause(ctx), context.Cause(child))
 	}
 	if _, ok := idem.ReservationFrom(context.Background()); ok {
 		t.Fatal("a reservation outside an execution")
@@ -57,12 +50,12 @@ func TestContextWithReservation(t *testing.T) {
 // a completion has.
 func TestReservationTakenOnlyByReservationFrom(t *testing.T) {
 	k := idem.NewKey("", "k")
-	res, owner := idem.NewReservation(nil, idem.Record{Key: k, Token: "t"}, time.Hour)
-	ctx := idem.ContextWithReservation(context.Background(), res)
-	if _, ok := idem.ReservationFrom(ctx); !ok { // before RequireCompletion: the runner's own read
+	ctx, owner := reservation.NewContext(context.Background(), nil, idem.Record{Key: k, Token: "t"}, time.Hour)
+	res, ok := idem.ReservationFrom(ctx) // before RequireCompletion: the runner's own read
+	if !ok {
 		t.Fatal("no reservation")
 	}
-	res.RequireCompletion()
+	reservation.Of(res).RequireCompletion()
 	if got, ok := idem.KeyFrom(ctx); !ok || got != k {
 		t.Fatalf("KeyFrom = %v, %v", got, ok)
 	}

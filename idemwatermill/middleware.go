@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reservation"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -145,7 +146,7 @@ func (x *run) fn(ctx context.Context) ([]byte, error) {
 	if res, ok := idem.ReservationFrom(ctx); ok {
 		// A handler that completes its key in its transaction (Complete)
 		// answers only through a completion that committed.
-		res.RequireCompletion()
+		reservation.Of(res).RequireCompletion()
 	}
 	msg := x.msg.Copy()
 	msg.SetContext(ctx)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reservation"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -105,8 +106,9 @@ func (x *exchange) runHandler(ctx context.Context) ([]byte, error) {
 		// A completion in the handler's own transaction stores the
 		// response the handler wrote until then; and a handler that takes
 		// its reservation answers only through such a completion.
-		_ = res.SetResultFunc(x.freeze) // a fresh reservation: none is set
-		res.RequireCompletion()
+		st := reservation.Of(res)
+		_ = st.SetResultFunc(x.freeze) // a fresh reservation: none is set
+		st.RequireCompletion()
 	}
 	r := x.r.WithContext(ctx)
 	r.Body = x.body.reader()

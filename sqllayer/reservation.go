@@ -6,6 +6,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reservation"
 )
 
 // CompleteReservation completes, inside the caller's transaction tx, the
@@ -52,7 +53,7 @@ func (l *Layer) CompleteReservation(ctx context.Context, tx bun.Tx, res *idem.Re
 			return a.refuse()
 		}
 	}
-	return res.CompleteWith(l, result, func(result []byte) error {
+	return reservation.CompleteWith(res, l, result, func(result []byte) error {
 		return l.CompleteTx(ctx, tx, res.Key(), res.Token(), result, res.Retention())
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reservation"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 )
 
@@ -48,7 +49,8 @@ func TestCompleteReservation(t *testing.T) {
 		if err != nil || !claimed {
 			t.Fatal(claimed, err)
 		}
-		res, owner := idem.NewReservation(l, rec, time.Hour)
+		resCtx, owner := reservation.NewContext(ctx(t), l, rec, time.Hour)
+		res, _ := idem.ReservationFrom(resCtx)
 		err = db.RunInTx(ctx(t), nil, func(ctx context.Context, tx bun.Tx) error {
 			return other.CompleteReservation(ctx, tx, res, []byte("x"))
 		})

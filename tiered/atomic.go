@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reservation"
 )
 
 // The atomic mode (WithAtomic). The deciding layer opens a transaction,
@@ -205,9 +206,9 @@ func (c *call) workAtomic(txCtx context.Context, rec idem.Record, complete func(
 	c.sqlToken, c.sqlTookOver = rec.Token, rec.TookOver
 	c.observe(idem.EventClaimed, idem.TierSQL, 0, nil)
 	rec.Fingerprint = c.fp()
-	res, owner := idem.NewReservation(s.sql, rec, s.cfg.retention)
+	fnCtx, owner := reservation.NewContext(txCtx, s.sql, rec, s.cfg.retention)
 	st.began = c.now()
-	val, err := runFn(idem.ContextWithReservation(txCtx, res), c.fn)
+	val, err := runFn(fnCtx, c.fn)
 	st.returned = true
 	st.val, st.fnErr = val, err
 	if ending := owner.End(); ending.Refused != nil {

@@ -24,9 +24,10 @@ var ErrPending = errors.New("tiered: the work ran; its result is not stored yet"
 // it with a 500 problem, not with the response the handler wrote.
 //
 // It is also returned when the code that runs fn requires the completion
-// (idem.Reservation.RequireCompletion: the HTTP middleware, the gRPC
-// interceptor) and fn took its reservation but returned without completing
-// it: its transaction failed before the completion, or it never completed.
+// (the HTTP middleware, the gRPC interceptor, the Watermill middleware) and
+// fn took its reservation (idem.ReservationFrom) but returned without
+// completing it: its transaction failed before the completion, or it never
+// completed.
 var ErrNotCommitted = errors.New("tiered: the work completed its reservation in a transaction that did not commit; nothing is stored")
 
 // errUncompleted is what a call whose fn took its reservation to complete

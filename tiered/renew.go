@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/deadline"
+	"github.com/idemkit/idem/internal/reservation"
 	"github.com/idemkit/idem/internal/schedule"
 )
 
@@ -26,7 +27,7 @@ type hold struct {
 	// reserved says that fn was given a reservation, whose owner handle
 	// tells whether fn completed it in a transaction of its own.
 	reserved bool
-	owner    idem.ReservationOwner
+	owner    *reservation.State
 }
 
 // hold returns the call's hold on its claims, as they stand after the

@@ -1,11 +1,13 @@
 package tiered
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/reservation"
 )
 
 // The reservation in fn's transaction. fn may complete its reservation in
@@ -29,22 +31,22 @@ import (
 // fn's own transaction completed the record ends the renewals quietly) and
 // until the Store has read what committed.
 
-// reservation returns the reservation of the call's deciding claim, for fn's
-// context, and the Store's handle on it.
-func (c *call) reservation(h *hold) (*idem.Reservation, idem.ReservationOwner) {
+// reserve puts the reservation of the call's deciding claim on ctx, for fn,
+// and returns it with the Store's handle on it.
+func (c *call) reserve(ctx context.Context, h *hold) (context.Context, *reservation.State) {
 	layer, token := h.claim()
 	tookOver := c.sqlTookOver
 	if h.tier == idem.TierRedis {
 		tookOver = c.redisTookOver
 	}
-	return idem.NewReservation(layer, idem.Record{Key: c.key, Fingerprint: c.fp(), Token: token, TookOver: tookOver}, c.s.cfg.retention)
+	return reservation.NewContext(ctx, layer, idem.Record{Key: c.key, Fingerprint: c.fp(), Token: token, TookOver: tookOver}, c.s.cfg.retention)
 }
 
 // settleInTx decides the outcome of an execution whose fn completed its
 // reservation in its own transaction, writing written; val and fnErr are
 // what fn returned. Every caller, fn's own included, gets what committed,
 // whatever fn returned.
-func (c *call) settleInTx(h *hold, written idem.Ending, val []byte, fnErr error, tier idem.Tier, took time.Duration) outcome {
+func (c *call) settleInTx(h *hold, written reservation.Ending, val []byte, fnErr error, tier idem.Tier, took time.Duration) outcome {
 	s := c.s
 	if s.stopped(c.ctx) {
 		// Closing: what committed stays committed; a claim that did not
@@ -132,7 +134,7 @@ func (c *call) readRecord(tier idem.Tier, layer idem.Layer, until time.Time, bet
 
 // verifyLater goes on reading what committed in the background, holding
 // the lease, until the deciding tier answers or the Store closes.
-func (c *call) verifyLater(h *hold, written idem.Ending) {
+func (c *call) verifyLater(h *hold, written reservation.Ending) {
 	s := c.s
 	if !s.track() {
 		return // closed meanwhile: an uncommitted claim lapses after the lease
@@ -149,7 +151,7 @@ func (c *call) verifyLater(h *hold, written idem.Ending) {
 // judge acts on the record the deciding tier holds once fn, which completed
 // its reservation in its own transaction (written says with what), has returned; sent
 // is when the read of rec was sent, found false when there is none.
-func (c *call) judge(h *hold, rec idem.Record, found bool, sent time.Time, written idem.Ending) (committed bool, err error) {
+func (c *call) judge(h *hold, rec idem.Record, found bool, sent time.Time, written reservation.Ending) (committed bool, err error) {
 	s := c.s
 	switch {
 	case found && rec.Completed() && rec.Fingerprint == c.fp() && written.Wrote(rec.Result):

@@ -44,10 +44,8 @@ func (c *call) work(tier idem.Tier) outcome {
 	if tier != idem.TierNone && h.claimed() {
 		// A deciding tier claimed the key: fn may read its reservation,
 		// and complete it in a transaction of its own.
-		var res *idem.Reservation
-		res, h.owner = c.reservation(h)
+		fnCtx, h.owner = c.reserve(workCtx, h)
 		h.reserved = true
-		fnCtx = idem.ContextWithReservation(workCtx, res)
 	}
 	r := h.renewWhile(cancel)
 	returned := false

@@ -51,7 +51,8 @@ type fault struct {
 func New(inner idem.Layer) *Layer { return &Layer{Inner: inner} }
 
 // Unwrap returns Inner: a reservation the wrapped layer holds is one Inner
-// holds (see idem.Reservation.CompleteWith).
+// holds, and Inner may complete it in a transaction (see
+// sqllayer.Layer.CompleteReservation).
 func (l *Layer) Unwrap() idem.Layer { return l.Inner }
 
 // Calls returns how many times m was called (faulted calls included).
