@@ -263,3 +263,38 @@ func TestAtomicBeginBounded(t *testing.T) {
 		t.Fatalf("after the black hole: %+v, %v; want the key run once", res, err)
 	}
 }
+
+// Work longer than two leases on a pool whose one connection the
+// execution's own transaction holds: the watch finds no connection to ask
+// the server on, and must not take that for a lost transaction. The work
+// commits.
+func TestAtomicWatchWithAFullPool(t *testing.T) {
+	st := stacktest.On(t, "postgres", testenv.AnyRedis(t), testenv.Postgres(t))
+	r := &atomicRig{st: st, ledger: newLedger(t, st)}
+	db := st.DB(t)
+	db.SetMaxOpenConns(1)
+	sl, err := sqllayer.New(db, sqllayer.WithRecordsTable(st.Records), sqllayer.WithEventsTable(st.Events), sqllayer.WithVersionsTable(st.Versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lease = 300 * time.Millisecond
+	s := newStore(t, tiered.WithSQL(sl), tiered.WithAtomic(true), tiered.WithLease(lease), tiered.WithTimeouts(time.Second, 200*time.Millisecond))
+	key := newKey(t)
+	res, err := s.Do(t.Context(), key, "fp", func(ctx context.Context) ([]byte, error) {
+		if err := r.charge(ctx, key.String()); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(3 * lease):
+		}
+		return []byte("paid"), nil
+	})
+	if err != nil || string(res.Value) != "paid" {
+		t.Fatalf("long work on a full pool: %+v, %v; want it committed", res, err)
+	}
+	if n := r.rows(t, key.String()); n != 1 {
+		t.Fatalf("%d ledger rows, want 1", n)
+	}
+}
