@@ -63,7 +63,6 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"tiered.WithRedisFallback":     {fmt.Sprint(tiered.DefaultRedisFailures), human(tiered.DefaultRedisCooldown)},
 		"redislayer.WithPrefix":        {"`" + redislayer.DefaultPrefix + "`"},
 		"redislayer.WithTimeout":       {human(redislayer.DefaultTimeout)},
-		"redislayer.WithMaxResult":     {mib(redislayer.DefaultMaxResult)},
 		"sqllayer.WithRecordsTable":    {sqllayer.DefaultRecordsTable, sqllayer.DefaultEventsTable, sqllayer.DefaultVersionsTable},
 		"sqllayer.WithMaxResult":       {mib(sqllayer.DefaultMaxResult)},
 		"sqllayer.WithRetries":         {fmt.Sprint(sqllayer.DefaultRetries)},
