@@ -64,7 +64,6 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"redislayer.WithPrefix":        {"`" + redislayer.DefaultPrefix + "`"},
 		"redislayer.WithTimeout":       {human(redislayer.DefaultTimeout)},
 		"sqllayer.WithRecordsTable":    {sqllayer.DefaultRecordsTable, sqllayer.DefaultEventsTable, sqllayer.DefaultVersionsTable},
-		"sqllayer.WithMaxResult":       {mib(sqllayer.DefaultMaxResult)},
 		"sqllayer.WithRetries":         {fmt.Sprint(sqllayer.DefaultRetries)},
 		"sqllayer.WithEventRetention":  {human(sqllayer.DefaultEventRetention)},
 		"middleware.WithKeyHeader":     {middleware.DefaultKeyHeader},
@@ -84,11 +83,9 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"middleware.WithKeep":          {"408, 425, 429"},
 		"tiered.WithObserver":          {"none"},
 		"middleware.WithScope":         {"none"},
-		"sqllayer.WithClock":           {"time.Now"},
 		"middleware.WithStatuses":      {"below"},
 		"tiered.WithSQL":               {"none"},
 		"tiered.WithRedis":             {"none"},
-		"sqllayer.WithObserver":        {"none"},
 	}
 	for opt, parts := range want {
 		cell, ok := got[opt]

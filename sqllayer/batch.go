@@ -69,11 +69,11 @@ const (
 // the connection, the claim lapses with its lease, as an unbatched claim
 // whose answer was lost does. A completion that had gone out stands.
 func WithBatchSize(n int) Option {
-	return func(l *Layer) error {
+	return func(c *config) error {
 		if n < 0 || n > maxBatchSize {
-			return fmt.Errorf("WithBatchSize(%d): want 0 (off) to %d", n, maxBatchSize)
+			return fmt.Errorf("WithBatchSize: give 0 (off) to %d calls per statement (got %d)", maxBatchSize, n)
 		}
-		l.batchSize = n
+		c.batchSize = n
 		return nil
 	}
 }

@@ -170,12 +170,12 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 		if token == "" {
 			token = idem.NewToken()
 		}
-		start := l.now()
+		start := time.Now()
 		if record, ok, err = l.takeover(ctx, q, c, token, r.token); err != nil || ok {
 			if ok {
 				// An expired completed record is gone, not taken over.
 				record.TookOver = inProgress(r.state)
-				l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key, Duration: l.now().Sub(start)})
+				l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key, Duration: time.Since(start)})
 			}
 			return record, ok, err
 		}
