@@ -68,7 +68,7 @@
 // SQLite always reads first, so that duplicates stay off its single write
 // lock. WithReserveOrder fixes the order.
 //
-// The [idem.OrderOneStatement] order (Postgres) makes every Reserve a single statement:
+// The [OrderOneRoundTrip] order (Postgres) makes every Reserve a single statement:
 // the INSERT sits in a WITH clause and a second branch returns the existing
 // row when the INSERT did nothing, one round trip for new keys and
 // duplicates alike, for a distant database. When that INSERT had to wait for

@@ -118,7 +118,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 		if !found {
 			token = idem.NewToken()
 			switch {
-			case l.dialect == dialect.PG && l.order == idem.OrderOneStatement:
+			case l.dialect == dialect.PG && l.order == OrderOneRoundTrip:
 				// Claim, or read the claim that beat this one, in one statement.
 				found, err = queryOne(ctx, q, l.st.claimOrRead, c.args(token, nil), r.dest()...)
 				if err == nil && found && r.claimed {

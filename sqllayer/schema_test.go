@@ -196,7 +196,7 @@ func TestInvalidConfiguration(t *testing.T) {
 	}
 	_, err := sqllayer.New(nil,
 		sqllayer.WithRetries(-1), sqllayer.WithBatchSize(-1),
-		sqllayer.WithReserveOrder(idem.OrderOneStatement+1), sqllayer.WithEventRetention(0),
+		sqllayer.WithReserveOrder(sqllayer.OrderOneRoundTrip+1), sqllayer.WithEventRetention(0),
 		sqllayer.WithVersionsTable("a b"),
 	)
 	if !errors.Is(err, idem.ErrConfig) {
