@@ -8,6 +8,15 @@ import (
 	"sync/atomic"
 )
 
+// MUST AGREE with the single statements. The batcher sends calls that
+// queue together in shared statements (batch_reserve.go, batch_complete.go,
+// batch_write.go); each call must get the answer its own statements
+// (reserve.go, owner.go) would have given it alone.
+// FuzzBatchAgreesWithSingle (batch_fuzz_test.go) compares the two on any
+// rounds of calls and runs under make test for a few seconds;
+// TestBatchedClaimsMixed and TestBatchedCompletionsMixed pin the cases. A
+// change to one side alone fails them: change both, or neither.
+
 // batchSlots is how many statements of one kind a Layer has in flight at
 // most when batching: one for whatever queued, the others only for full
 // batches.

@@ -64,8 +64,18 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	if len(fingerprint) > maxFingerprint {
 		return idem.Record{}, false, fmt.Errorf("sqllayer: fingerprint of %d bytes, limit %d", len(fingerprint), maxFingerprint)
 	}
+	rec, claimed, err := l.claimKey(ctx, l.newClaim(key, fingerprint, lease, ttl))
+	if err != nil {
+		return idem.Record{}, false, l.wrap("reserve", err)
+	}
+	return rec, claimed, nil
+}
+
+// newClaim returns Reserve's arguments in the form the statements take,
+// batched or not.
+func (l *Layer) newClaim(key idem.Key, fingerprint string, lease, ttl time.Duration) *claim {
 	d := key.Digest()
-	c := &claim{
+	return &claim{
 		key:    key,
 		digest: d[:],
 		scope:  l.text(label(key.Scope())),
@@ -74,11 +84,6 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		lease:  micros(lease),
 		expiry: claimLife(micros(lease), micros(ttl)),
 	}
-	rec, claimed, err := l.claimKey(ctx, c)
-	if err != nil {
-		return idem.Record{}, false, l.wrap("reserve", err)
-	}
-	return rec, claimed, nil
 }
 
 // graceOf is the grace, in microseconds, that a Reserve passing a lease of
