@@ -12,8 +12,9 @@ import (
 // MUST AGREE with the values the single statements bind: a column sent as
 // an array, binary or in its text form, carries each value byte for byte.
 // TestArrayTextForms and TestBatchesInTextForm pin the text forms;
-// FuzzBatchAgreesWithSingle and FuzzEventBatchAgreesWithSingle
-// (batch_fuzz_test.go) compare batched and single calls under make test.
+// FuzzBatchAgreesWithSingle (batch_fuzz_test.go) and
+// FuzzEventBatchAgreesWithSingle (batch_events_fuzz_test.go) compare
+// batched and single calls under make test.
 
 // Postgres batches send each column as one array argument. pgx's
 // database/sql driver binds Go slices as arrays itself, in binary; other

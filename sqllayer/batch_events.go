@@ -14,7 +14,7 @@ import (
 
 // MUST AGREE with MarkProcessed (events.go): MarkProcessedBatch calls an
 // event a duplicate exactly when MarkProcessed, called for each ID in
-// turn, would. FuzzEventBatchAgreesWithSingle (batch_fuzz_test.go)
+// turn, would. FuzzEventBatchAgreesWithSingle (batch_events_fuzz_test.go)
 // compares them on any IDs under make test, with rows that live and rows
 // that expire; TestMarkProcessedBatchAgreesWithSingle pins the IDs every
 // encoding must carry.

@@ -6,9 +6,10 @@ import (
 )
 
 // MUST AGREE with the single Postgres statements (stmt_postgres.go):
-// FuzzBatchAgreesWithSingle and FuzzEventBatchAgreesWithSingle
-// (batch_fuzz_test.go) compare them under make test;
-// TestPostgresBatchPlansLookUpEachKey holds their plans to key lookups.
+// FuzzBatchAgreesWithSingle (batch_fuzz_test.go) and
+// FuzzEventBatchAgreesWithSingle (batch_events_fuzz_test.go) compare them
+// under make test; TestPostgresBatchPlansLookUpEachKey holds their plans
+// to key lookups.
 
 // Postgres batched statements (see batch_stmt.go). Each column of a batch
 // is one array argument; unnest turns the arrays back into rows, in array

@@ -10,9 +10,9 @@ import (
 
 // MUST AGREE with the single statements (stmt_postgres.go,
 // stmt_mysql.go, stmt_sqlite.go): a batched statement decides each key as
-// the single ones decide it. FuzzBatchAgreesWithSingle and
-// FuzzEventBatchAgreesWithSingle (batch_fuzz_test.go) compare them under
-// make test.
+// the single ones decide it. FuzzBatchAgreesWithSingle (batch_fuzz_test.go)
+// and FuzzEventBatchAgreesWithSingle (batch_events_fuzz_test.go) compare
+// them under make test.
 
 // Batched statements. On Postgres each has one text whatever the number
 // of rows: a batch's column travels as one array argument and unnest turns
