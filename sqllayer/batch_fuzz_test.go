@@ -16,13 +16,13 @@ import (
 // The batched statements (batch_*.go) must give every call the answer the
 // single statements (reserve.go, owner.go, events.go) give it alone. The
 // fuzzers here and in batch_events_fuzz_test.go hold them together: two
-// Layers on one database, each with
-// tables of its own, get the same calls round after round — one Layer
-// sends each round's claims and completions through its batches (the
-// batchers' own run function, so that they surely share statements), or
-// its events through MarkProcessedBatch, the other one call at a time —
-// and every answer, and every record after the round, must be the same.
-// make test runs each for a few seconds on every backend at hand.
+// Layers on one database, each with tables of its own, get the same calls
+// round after round — one Layer sends each round's claims and completions
+// through its batches (the batchers' own run function, so that they surely
+// share statements), or its events through MarkProcessedBatch, the other
+// one call at a time — and every answer, and every record after the round,
+// must be the same. make test runs each for a few seconds on every backend
+// at hand.
 
 // Limits of one fuzz input: few keys, so that calls meet on them.
 const (

@@ -152,15 +152,16 @@ func WithWait(d time.Duration) Option {
 // within a sixteenth of the timeout of each other share one deadline, and
 // so one timer.
 //
-// These are the only timeouts of the calls to the tiers: a layer has none
-// of its own, and the Store is who calls it. 0 means no bound of the
-// Store's: a call then lasts as long as the client or the database pool
-// and driver let it (go-redis's ReadTimeout and WriteTimeout, the DSN's
-// timeouts). The risk is the Store's: a hung Redis is no
-// longer skipped in time (each call waits for the layer to give up), a
-// hung database holds a request as long as it hangs, and a result the
-// Store puts into Redis may outlive its SQL record by as long as the call
-// took to arrive. The attempts that renew a lease or store a completion
+// A call's timeout belongs to whoever makes the call: these bound every
+// call the Store makes to a tier, and no layer bounds them again (the
+// Redis layer's own timeout, redislayer.WithTimeout, bounds only the round
+// trips it makes itself inside a Wait). 0 means no bound of the Store's: a
+// call then lasts as long as the client or the database pool and driver
+// let it (go-redis's ReadTimeout and WriteTimeout, the DSN's timeouts).
+// The risk is the Store's: a hung Redis is no longer skipped in time (each
+// call waits for the client to give up), a hung database holds a request
+// as long as it hangs, and a result the Store puts into Redis may outlive
+// its SQL record by as long as the call took to arrive. The attempts that renew a lease or store a completion
 // stay bounded by lease/8 either way. A negative timeout is an error.
 func WithTimeouts(redis, sql time.Duration) Option {
 	return func(c *config) error {
