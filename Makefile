@@ -12,11 +12,12 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer queue-load
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer queue-load
 
 # test: every package of every module under the race detector, after saying
-# which backends this run has and checking that each module stands alone.
-test: backends modules test-race
+# which backends this run has and checking that each module stands alone;
+# then the fuzzers that hold two implementations of one thing together.
+test: backends modules test-race fuzz-agree
 
 # QUEUEMESSAGES is how many messages make test sends through the JetStream
 # redelivery load (TestConsumerJetStreamRedeliveries); make queue-load runs
@@ -42,6 +43,20 @@ apicheck:
 
 apicheck-test:
 	bash .ci/apicheck_test
+
+# fuzz-agree: each pair of implementations that must agree, fuzzed for
+# AGREETIME, so that a change to one side alone fails make test (the
+# seeds already run under test-race): the fingerprint's stream writer
+# against its token parser, the SQL layer's batched claims and completions,
+# and its batched events, against its single statements, on every backend
+# at hand. The fuzz build instruments every package, the drivers' too: the
+# first run on a machine builds for a few minutes, later ones take the
+# build cache.
+AGREETIME ?= 8s
+fuzz-agree:
+	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(AGREETIME) ./fingerprint/
+	$(GO) test -run '^$$' -fuzz '^FuzzBatchAgreesWithSingle$$' -fuzztime $(AGREETIME) ./sqllayer/
+	$(GO) test -run '^$$' -fuzz '^FuzzEventBatchAgreesWithSingle$$' -fuzztime $(AGREETIME) ./sqllayer/
 
 backends:
 	@$(GO) test -count=1 -v -run '^TestBackends$$' ./internal/testkit/testenv | grep -E '^\s+testenv_test.go' || true

@@ -63,9 +63,7 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"tiered.WithRedisFallback":     {fmt.Sprint(tiered.DefaultRedisFailures), human(tiered.DefaultRedisCooldown)},
 		"redislayer.WithPrefix":        {"`" + redislayer.DefaultPrefix + "`"},
 		"redislayer.WithTimeout":       {human(redislayer.DefaultTimeout)},
-		"redislayer.WithMaxResult":     {mib(redislayer.DefaultMaxResult)},
 		"sqllayer.WithRecordsTable":    {sqllayer.DefaultRecordsTable, sqllayer.DefaultEventsTable, sqllayer.DefaultVersionsTable},
-		"sqllayer.WithMaxResult":       {mib(sqllayer.DefaultMaxResult)},
 		"sqllayer.WithRetries":         {fmt.Sprint(sqllayer.DefaultRetries)},
 		"sqllayer.WithEventRetention":  {human(sqllayer.DefaultEventRetention)},
 		"middleware.WithKeyHeader":     {middleware.DefaultKeyHeader},
@@ -85,11 +83,9 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"middleware.WithKeep":          {"408, 425, 429"},
 		"tiered.WithObserver":          {"none"},
 		"middleware.WithScope":         {"none"},
-		"sqllayer.WithClock":           {"time.Now"},
 		"middleware.WithStatuses":      {"below"},
 		"tiered.WithSQL":               {"none"},
 		"tiered.WithRedis":             {"none"},
-		"sqllayer.WithObserver":        {"none"},
 	}
 	for opt, parts := range want {
 		cell, ok := got[opt]

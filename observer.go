@@ -245,3 +245,21 @@ func (m multiTracer) StartCall(ctx context.Context, key Key) (context.Context, f
 		}
 	}
 }
+
+// observerKey is the context key of ContextWithObserver.
+type observerKey struct{}
+
+// ContextWithObserver returns ctx carrying o: the observer of the calls
+// made with ctx on a layer or a janitor used without a Store (a consumer's
+// sqllayer.MarkProcessed, a janitor's Sweep). A Store hands its own observer
+// to its layers and janitor the same way, with each call it makes.
+func ContextWithObserver(ctx context.Context, o Observer) context.Context {
+	return context.WithValue(ctx, observerKey{}, o)
+}
+
+// ObserverFrom returns the observer ctx carries, or nil: what a Layer of
+// the user's own reports its events to.
+func ObserverFrom(ctx context.Context) Observer {
+	o, _ := ctx.Value(observerKey{}).(Observer)
+	return o
+}

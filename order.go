@@ -1,10 +1,14 @@
 package idem
 
+import "strconv"
+
 // ReserveOrder is the order in which a layer's Reserve asks its store
 // whether a key is taken and claims it. Every order makes the same
 // decisions; they differ only in what a new key and a duplicate cost. The
 // layers that have a choice take it as an option (redislayer and sqllayer
-// WithReserveOrder); the default, OrderAdaptive, suits every workload.
+// WithReserveOrder); the default, OrderAdaptive, suits every workload. A
+// layer may have orders of its own, numbered after OrderClaimFirst
+// (sqllayer.OrderOneRoundTrip, for a distant Postgres).
 type ReserveOrder uint8
 
 const (
@@ -22,15 +26,10 @@ const (
 	// taken (in SQL the INSERT that does nothing, then the read — on MySQL
 	// the INSERT waits for any transaction holding the row).
 	OrderClaimFirst
-	// OrderOneStatement (Postgres): every Reserve is one statement that
-	// inserts or, when the key is taken, returns the existing row — one
-	// round trip for new keys and duplicates alike, for a distant database,
-	// at a higher server cost than a SELECT or a plain INSERT. Elsewhere it
-	// is OrderClaimFirst.
-	OrderOneStatement
 )
 
-// String returns the order's name.
+// String returns the order's name: "adaptive", "read-first",
+// "claim-first", or "order N" for an order of a layer's own.
 func (o ReserveOrder) String() string {
 	switch o {
 	case OrderAdaptive:
@@ -39,8 +38,6 @@ func (o ReserveOrder) String() string {
 		return "read-first"
 	case OrderClaimFirst:
 		return "claim-first"
-	case OrderOneStatement:
-		return "one-statement"
 	}
-	return "unknown"
+	return "order " + strconv.Itoa(int(o))
 }

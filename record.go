@@ -61,6 +61,27 @@ type Record struct {
 	ExpiresIn time.Duration
 }
 
+// The limits of a Record. They are the vocabulary's, not a layer's option:
+// every layer applies the same ones, so that what one tier keeps no other
+// tier refuses (a result Redis back-fills from SQL, a record that moves
+// from a memlayer in tests to SQL in production).
+const (
+	// MaxResult is the largest Result a layer stores, in bytes: 4 MiB. A
+	// layer refuses a larger one with ErrTooLarge before anything is sent,
+	// and the Store then keeps the key as a result that cannot be replayed
+	// (the work ran once and never runs again). It holds a response body of
+	// the HTTP middleware's default limit (1 MiB) with ample room for its
+	// encoding, and fits in one MySQL statement under MariaDB's default
+	// max_allowed_packet (16 MiB), where a result travels hex-encoded,
+	// twice its size.
+	MaxResult = 4 << 20
+	// MaxFingerprint is the longest Fingerprint a layer stores, in bytes:
+	// 1 KiB, the width of the MySQL column. A layer refuses a longer one.
+	// A fingerprint is normally a digest, far shorter (package fingerprint's
+	// are fingerprint.DigestLen bytes).
+	MaxFingerprint = 1024
+)
+
 // Completed reports whether r holds a result.
 func (r Record) Completed() bool { return r.State == StateCompleted }
 

@@ -2,12 +2,13 @@ package fingerprint
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
 	"slices"
 	"sync/atomic"
+
+	"github.com/idemkit/idem/internal/option"
 )
 
 // jsonType is the media type Sum assumes.
@@ -35,20 +36,12 @@ type Builder struct {
 // deny-list on, no allow-list, method, route (DefaultRoute) and all query
 // parameters counting, no header counting, DefaultMaxBytes and
 // DefaultMaxDepth. Options given nonsense make it fail with one error that
-// names each of them; a malformed field path wraps ErrInvalidPath.
+// names each of them and wraps idem.ErrConfig; a malformed field path also
+// wraps ErrInvalidPath.
 func New(opts ...Option) (*Builder, error) {
 	c := defaults()
-	var errs []error
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("fingerprint: invalid configuration: %w", err)
+	if err := option.Refuse("fingerprint", option.Apply(&c, opts)...); err != nil {
+		return nil, err
 	}
 	b := &Builder{
 		method:   c.method,
@@ -70,7 +63,7 @@ func New(opts ...Option) (*Builder, error) {
 	deny = append(deny, c.deny...)
 	var err error
 	if b.filter, err = compileFilter(c.allow, deny, !c.caseSensitive); err != nil {
-		return nil, fmt.Errorf("fingerprint: invalid configuration: %w", err)
+		return nil, option.Refuse("fingerprint", err)
 	}
 	if c.queryAllowSet {
 		b.queryAllow = set(c.queryAllow)

@@ -61,7 +61,9 @@ func (w *work) canonical(in []byte, maxDepth int, f *filter, m mode) error {
 }
 
 // tokens is canonical through the token tree: parse, then write with
-// filtered, or writeValue when f selects nothing.
+// filtered, or writeValue when f selects nothing. It is the reference the
+// stream writer (stream.go) must agree with, byte for byte and error for
+// error; FuzzStream holds them together.
 func (w *work) tokens(in []byte, maxDepth int, f *filter, m mode) error {
 	w.p.reset(in, maxDepth, m)
 	if err := w.p.parse(); err != nil {

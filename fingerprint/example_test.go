@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
 )
 
@@ -55,11 +56,11 @@ func ExampleNew() {
 // widens what counts.
 func ExampleNew_invalidPath() {
 	_, err := fingerprint.New(fingerprint.WithDeny("items[0].sku"))
-	fmt.Println(errors.Is(err, fingerprint.ErrInvalidPath))
+	fmt.Println(errors.Is(err, fingerprint.ErrInvalidPath), errors.Is(err, idem.ErrConfig))
 	fmt.Println(err)
 	// Output:
-	// true
-	// fingerprint: invalid configuration: WithDeny: fingerprint: invalid field path "items[0].sku": only "[*]" may follow a name
+	// true true
+	// idem: configuration error: fingerprint: WithDeny: give a valid field path (see the package documentation): fingerprint: invalid field path "items[0].sku": only "[*]" may follow a name
 }
 
 // WithDeny adds paths that never count, here a client clock inside every

@@ -32,7 +32,8 @@ func DefaultDeny() []string {
 
 // Option configures a Builder. Options apply in order after the defaults;
 // those that take lists add to what earlier calls gave. An option given
-// nonsense makes New fail.
+// nonsense makes New fail, with an error that says, under the option's
+// name, what to give instead.
 type Option func(*config) error
 
 type config struct {
@@ -99,7 +100,7 @@ func checkPaths(option string, paths []string) error {
 	var errs []error
 	for _, p := range paths {
 		if _, err := parsePath(p); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", option, err))
+			errs = append(errs, fmt.Errorf("%s: give a valid field path (see the package documentation): %w", option, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -162,7 +163,7 @@ func WithHeaders(names ...string) Option {
 	return func(c *config) error {
 		for _, n := range names {
 			if !headerName(n) {
-				return fmt.Errorf("WithHeaders: %q is not a header name", n)
+				return fmt.Errorf("WithHeaders: give header names (got %q)", n)
 			}
 		}
 		c.headers = append(c.headers, names...)
@@ -194,7 +195,7 @@ func headerName(s string) bool {
 func WithMaxBytes(n int64) Option {
 	return func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("WithMaxBytes(%d): negative (0 means no limit but HardMaxBytes)", n)
+			return fmt.Errorf("WithMaxBytes: give 0 (no limit but HardMaxBytes) or more (got %d)", n)
 		}
 		if n == 0 || n > HardMaxBytes {
 			n = HardMaxBytes
@@ -212,7 +213,7 @@ func WithMaxBytes(n int64) Option {
 func WithMaxDepth(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("WithMaxDepth(%d): negative (0 means no limit but MaxDepthLimit)", n)
+			return fmt.Errorf("WithMaxDepth: give 0 (no limit but MaxDepthLimit) or more (got %d)", n)
 		}
 		if n == 0 || n > MaxDepthLimit {
 			n = MaxDepthLimit

@@ -6,6 +6,16 @@ import (
 	"slices"
 )
 
+// MUST AGREE with the token parser. The stream writer is a second
+// implementation of what tokens (canonical.go) does through the token tree
+// (parse.go, then writeValue or filtered): for every input, reading mode,
+// depth limit and "**.name" deny list, both write the same bytes, or fail
+// with the same error, message and offset included. FuzzStream
+// (stream_test.go) compares them on any input and runs under make test for
+// a few seconds; TestStreamMatchesTokens and TestStreamShapesOutliveABody
+// compare them on the seeds, on every prefix of a body and on generated
+// trees. A change to one side alone fails them: change both, or neither.
+//
 // The stream writer is the fast path of canonical: it scans the body once
 // and writes its canonical form as it goes, with no token tree and no second
 // walk. A name that is not plain ASCII is scanned by the token parser's own

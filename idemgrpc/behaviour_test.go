@@ -533,8 +533,14 @@ func TestConfig(t *testing.T) {
 		t.Errorf("a malformed path: %v, want fingerprint.ErrInvalidPath too", err)
 	}
 	_, err = idemgrpc.UnaryServerInterceptor(nil, idemgrpc.WithKeep(nil), idemgrpc.WithKeyName(""))
-	if msg := err.Error(); !strings.Contains(msg, "nil store") || !strings.Contains(msg, "WithKeep") || !strings.Contains(msg, "WithKeyName") {
+	if msg := err.Error(); !strings.Contains(msg, "UnaryServerInterceptor: give a store") || !strings.Contains(msg, "WithKeep: give ") || !strings.Contains(msg, "WithKeyName: give ") {
 		t.Errorf("error %q does not name every fault", msg)
+	}
+	// A fingerprint option's fault reads under the option that carried it,
+	// with the configuration error said once.
+	_, err = idemgrpc.UnaryServerInterceptor(store, idemgrpc.WithFingerprint(fingerprint.WithMaxBytes(-1)))
+	if want := "idem: configuration error: idemgrpc: WithFingerprint: fingerprint: WithMaxBytes: give "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("a fingerprint option's fault reads %v, want it to start %q", err, want)
 	}
 	if _, err := idemgrpc.UnaryServerInterceptor(store, nil, idemgrpc.WithKeyName("X-Idem-Key"), idemgrpc.WithScope(nil)); err != nil {
 		t.Errorf("valid options: %v", err)

@@ -54,7 +54,7 @@
 // the handler returned. It gets the stored message or kept status and the
 // stored metadata, so that the first answer and every retry's are one.
 // The metadata WithReplayMetadata names reaches it only from there: what
-// the handler set of it after its answer was stored (after Result, for a
+// the handler set of it after its answer was stored (after Completion, for a
 // handler that completes in its transaction) reaches no call. Metadata not
 // named reaches no call either, the handler's own included: what no retry
 // can get, the first caller does not get. Set such metadata in an
@@ -145,7 +145,7 @@
 //
 // The handler's context carries its reservation (idem.ReservationFrom): a
 // handler that writes business rows completes the key in the same
-// transaction, passing Result's encoding of the response it will return to
+// transaction, passing Completion's encoding of the response it will return to
 // the SQL layer's CompleteReservation. What committed then decides every
 // retry, even when the server dies before its Store could complete the key.
 //
@@ -154,7 +154,7 @@
 // encoding differs from what it completed), an error, or nil, or that
 // panics, gets Internal (reason FAILED) for its call: no call is ever
 // given an answer no retry can get. The completed answer stands, and a
-// retry receives it. Metadata the handler sets after Result is not part
+// retry receives it. Metadata the handler sets after Completion is not part
 // of its answer. A transaction that did not commit leaves nothing: the key
 // is released, the call gets the handler's error (Internal when it
 // returned none), and a retry runs the handler again.

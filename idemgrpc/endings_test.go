@@ -265,7 +265,7 @@ func (r *endingRun) complete(tx bun.Tx, m *structpb.Struct) error {
 	if !ok {
 		return errors.New("no reservation")
 	}
-	v, err := idemgrpc.Result(r.ctx, m)
+	v, err := idemgrpc.Completion(r.ctx, m)
 	if err != nil {
 		return err
 	}

@@ -40,9 +40,6 @@ type interceptor struct {
 func UnaryServerInterceptor(store *tiered.Store, opts ...Option) (grpc.UnaryServerInterceptor, error) {
 	c := defaults()
 	var errs []error
-	if store == nil {
-		errs = append(errs, errors.New("nil store"))
-	}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -51,12 +48,15 @@ func UnaryServerInterceptor(store *tiered.Store, opts ...Option) (grpc.UnaryServ
 			errs = append(errs, err)
 		}
 	}
+	if store == nil {
+		errs = append(errs, errors.New("UnaryServerInterceptor: give a store (got nil)"))
+	}
 	// No limit of the interceptor's own: the server's receive limit has
 	// bounded the message already. Names match exactly whatever opts say.
 	fpOpts := append([]fingerprint.Option{fingerprint.WithMaxBytes(0)}, c.fpOpts...)
 	fp, err := fingerprint.New(append(fpOpts, fingerprint.WithCaseSensitiveNames(true))...)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("WithFingerprint: %w", err))
+		errs = append(errs, nested("WithFingerprint", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: idemgrpc: %w", idem.ErrConfig, err)

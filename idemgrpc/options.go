@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
 	"github.com/idemkit/idem/tiered"
 )
@@ -29,7 +30,8 @@ const (
 )
 
 // Option configures the interceptor. Options apply in order after the
-// defaults; one given nonsense makes UnaryServerInterceptor fail.
+// defaults; one given nonsense makes UnaryServerInterceptor fail, with an
+// error that says, under the option's name, what to give instead.
 type Option func(*config) error
 
 type config struct {
@@ -70,13 +72,13 @@ func WithKeyName(name string) Option {
 		n := strings.ToLower(name)
 		switch {
 		case n == "":
-			return errors.New("WithKeyName: empty name")
+			return errors.New("WithKeyName: give a metadata key (got \"\")")
 		case strings.HasPrefix(n, "grpc-"):
-			return fmt.Errorf("WithKeyName(%q): reserved by gRPC", name)
+			return fmt.Errorf("WithKeyName: give a name that gRPC does not reserve, not starting grpc- (got %q)", name)
 		case strings.HasSuffix(n, "-bin"):
-			return fmt.Errorf("WithKeyName(%q): a binary metadata key cannot carry a printable key", name)
+			return fmt.Errorf("WithKeyName: give a name not ending -bin: a binary metadata key cannot carry a printable key (got %q)", name)
 		case !metadataKey(n):
-			return fmt.Errorf("WithKeyName(%q): not a metadata key", name)
+			return fmt.Errorf("WithKeyName: give a metadata key of ASCII letters, digits, '-', '_' and '.' (got %q)", name)
 		}
 		c.keyName = n
 		return nil
@@ -153,7 +155,7 @@ func WithFingerprint(opts ...fingerprint.Option) Option {
 func WithKeep(keep func(*status.Status) bool) Option {
 	return func(c *config) error {
 		if keep == nil {
-			return errors.New("WithKeep: nil policy")
+			return errors.New("WithKeep: give a policy, or leave the option out to keep no error (got nil)")
 		}
 		c.keep = keep
 		return nil
@@ -170,10 +172,10 @@ func WithRetryDelays(inFlight, unavailable time.Duration) Option {
 	return func(c *config) error {
 		var errs []error
 		if inFlight < time.Millisecond {
-			errs = append(errs, fmt.Errorf("WithRetryDelays: in-flight delay %v, want at least 1ms", inFlight))
+			errs = append(errs, fmt.Errorf("WithRetryDelays: give an in-flight delay of 1ms or more (got %v)", inFlight))
 		}
 		if unavailable < time.Millisecond {
-			errs = append(errs, fmt.Errorf("WithRetryDelays: unavailable delay %v, want at least 1ms", unavailable))
+			errs = append(errs, fmt.Errorf("WithRetryDelays: give an unavailable delay of 1ms or more (got %v)", unavailable))
 		}
 		if err := errors.Join(errs...); err != nil {
 			return err
@@ -206,11 +208,11 @@ func WithReplayMetadata(names ...string) Option {
 			n := strings.ToLower(name)
 			switch {
 			case !metadataKey(n):
-				errs = append(errs, fmt.Errorf("WithReplayMetadata(%q): not a metadata key", name))
+				errs = append(errs, fmt.Errorf("WithReplayMetadata: give metadata keys (got %q)", name))
 			case strings.HasPrefix(n, "grpc-"):
-				errs = append(errs, fmt.Errorf("WithReplayMetadata(%q): reserved by gRPC", name))
+				errs = append(errs, fmt.Errorf("WithReplayMetadata: give names that gRPC does not reserve, not starting grpc- (got %q)", name))
 			case n == ReplayedHeader:
-				errs = append(errs, fmt.Errorf("WithReplayMetadata(%q): set by the interceptor itself", name))
+				errs = append(errs, fmt.Errorf("WithReplayMetadata: give names other than ReplayedHeader, which the interceptor sets itself (got %q)", name))
 			default:
 				if c.replayMD == nil {
 					c.replayMD = map[string]bool{}
@@ -221,6 +223,24 @@ func WithReplayMetadata(names ...string) Option {
 		return errors.Join(errs...)
 	}
 }
+
+// nested states err, the refusal of fingerprint.New, as a fault of the
+// option that carried fingerprint's options: "WithFingerprint: fingerprint:
+// WithAllow: …", with idem.ErrConfig's text said once, by the
+// interceptor's own refusal. errors.Is still finds what err wraps
+// (fingerprint.ErrInvalidPath).
+func nested(option string, err error) error { return &nestedErr{option, err} }
+
+type nestedErr struct {
+	option string
+	err    error
+}
+
+func (e *nestedErr) Error() string {
+	return e.option + ": " + strings.TrimPrefix(e.err.Error(), idem.ErrConfig.Error()+": ")
+}
+
+func (e *nestedErr) Unwrap() error { return e.err }
 
 // WithPanicHandler sets a function told of each handler panic, with the
 // panic's value and stack, once per panic, on the goroutine that panicked

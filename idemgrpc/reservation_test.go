@@ -77,7 +77,7 @@ func TestCompleteInHandlerTransaction(t *testing.T) {
 					if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (id, amount) VALUES (?, ?)", id, 100); err != nil {
 						return err
 					}
-					v, err := idemgrpc.Result(ctx, resp)
+					v, err := idemgrpc.Completion(ctx, resp)
 					if err != nil {
 						return err
 					}
@@ -155,13 +155,13 @@ func TestCompleteInHandlerTransaction(t *testing.T) {
 	})
 }
 
-// Result refuses what is not a message.
-func TestResultRefusesNonMessages(t *testing.T) {
-	if _, err := idemgrpc.Result(t.Context(), nil); err == nil {
-		t.Fatal("Result(nil) succeeded")
+// Completion refuses what is not a message.
+func TestCompletionRefusesNonMessages(t *testing.T) {
+	if _, err := idemgrpc.Completion(t.Context(), nil); err == nil {
+		t.Fatal("Completion(nil) succeeded")
 	}
 	var typedNil *structpb.Struct
-	if _, err := idemgrpc.Result(t.Context(), typedNil); err == nil {
-		t.Fatal("Result of a typed nil succeeded")
+	if _, err := idemgrpc.Completion(t.Context(), typedNil); err == nil {
+		t.Fatal("Completion of a typed nil succeeded")
 	}
 }

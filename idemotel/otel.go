@@ -73,7 +73,8 @@ func (a *attrCache) init() {
 // outcomes, kinds and tiers idem defines).
 func in(i, n int) bool { return i >= 0 && i < n }
 
-// Option configures an Observer.
+// Option configures an Observer. An option given nonsense makes New fail,
+// with an error that says, under the option's name, what to give instead.
 type Option func(*config) error
 
 type config struct {
@@ -86,7 +87,7 @@ type config struct {
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) error {
 		if tp == nil {
-			return errors.New("idemotel: WithTracerProvider(nil)")
+			return errors.New("WithTracerProvider: give a provider, or leave the option out for otel's global one (got nil)")
 		}
 		c.tp = tp
 		return nil
@@ -98,7 +99,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) error {
 		if mp == nil {
-			return errors.New("idemotel: WithMeterProvider(nil)")
+			return errors.New("WithMeterProvider: give a provider, or leave the option out for otel's global one (got nil)")
 		}
 		c.mp = mp
 		return nil
@@ -120,7 +121,7 @@ func New(opts ...Option) (*Observer, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: %w", idem.ErrConfig, err)
+		return nil, fmt.Errorf("%w: idemotel: %w", idem.ErrConfig, err)
 	}
 	o := &Observer{tracer: c.tp.Tracer(ScopeName)}
 	o.opts.init()

@@ -49,7 +49,8 @@ type callSeries struct {
 	time  prometheus.Observer
 }
 
-// Option configures a Collector. An option given nonsense makes New fail.
+// Option configures a Collector. An option given nonsense makes New fail,
+// with an error that says, under the option's name, what to give instead.
 type Option func(*config) error
 
 type config struct {
@@ -64,7 +65,7 @@ type config struct {
 func WithNamespace(ns string) Option {
 	return func(c *config) error {
 		if !validNamespace(ns) {
-			return fmt.Errorf("WithNamespace(%q): want letters, digits, underscores and colons, not starting with a digit", ns)
+			return fmt.Errorf("WithNamespace: give letters, digits, underscores and colons, not starting with a digit (got %q)", ns)
 		}
 		c.namespace = ns
 		return nil
@@ -88,11 +89,11 @@ func validNamespace(ns string) bool {
 func WithBuckets(b ...float64) Option {
 	return func(c *config) error {
 		if len(b) == 0 {
-			return errors.New("WithBuckets(): no buckets (leave the option out for the default)")
+			return errors.New("WithBuckets: give at least one bound, or leave the option out for the default (got none)")
 		}
 		for i, v := range b {
 			if math.IsNaN(v) || i > 0 && v <= b[i-1] {
-				return fmt.Errorf("WithBuckets(%v): want bounds in strictly increasing order", b)
+				return fmt.Errorf("WithBuckets: give bounds in strictly increasing order (got %v)", b)
 			}
 		}
 		c.buckets = append([]float64(nil), b...)

@@ -200,8 +200,8 @@ func TestJanitorDeletedRows(t *testing.T) {
 		}
 	}
 	time.Sleep(5 * time.Millisecond)
-	j := must.Get(janitor.New(layer, janitor.WithObserver(c), janitor.WithBatch(3)))(t)
-	if _, _, err := j.Sweep(t.Context()); err != nil {
+	j := must.Get(janitor.New(layer, janitor.WithBatch(3)))(t)
+	if _, _, err := j.Sweep(idem.ContextWithObserver(t.Context(), c)); err != nil {
 		t.Fatal(err)
 	}
 	if v := value(t, reg, "idem_janitor_deleted_rows_total", nil); v != 7 {

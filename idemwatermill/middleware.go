@@ -24,7 +24,7 @@ func New(store *tiered.Store, opts ...Option) (message.HandlerMiddleware, error)
 	c := defaults()
 	var errs []error
 	if store == nil {
-		errs = append(errs, errors.New("nil store"))
+		errs = append(errs, errors.New("New: give a store (got nil)"))
 	}
 	for _, o := range opts {
 		if o == nil {

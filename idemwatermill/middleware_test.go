@@ -334,17 +334,18 @@ func TestNewErrors(t *testing.T) {
 		opts  []idemwatermill.Option
 		want  string
 	}{
-		{"nil store", nil, nil, "nil store"},
-		{"empty consumer", n.store, []idemwatermill.Option{idemwatermill.WithConsumer("")}, "WithConsumer"},
-		{"zero identity", n.store, []idemwatermill.Option{idemwatermill.WithIdentity(idemwatermill.Identity{})}, "zero Identity"},
-		{"empty metadata field", n.store, []idemwatermill.Option{idemwatermill.WithIdentity(idemwatermill.Metadata(""))}, "empty field name"},
-		{"bad fingerprint path", n.store, []idemwatermill.Option{idemwatermill.WithIdentity(idemwatermill.Payload(fingerprint.WithDeny("a..b")))}, "WithDeny"},
-		{"negative delay", n.store, []idemwatermill.Option{idemwatermill.WithNackDelay(-time.Second)}, "WithNackDelay"},
-		{"nil logger", n.store, []idemwatermill.Option{idemwatermill.WithLogger(nil)}, "WithLogger"},
+		{"nil store", nil, nil, "idemwatermill: New: give a store"},
+		{"empty consumer", n.store, []idemwatermill.Option{idemwatermill.WithConsumer("")}, "idemwatermill: WithConsumer: give "},
+		{"zero identity", n.store, []idemwatermill.Option{idemwatermill.WithIdentity(idemwatermill.Identity{})}, "WithIdentity: give UUID(), Metadata(name) or Payload(opts...) (got a zero Identity)"},
+		{"empty metadata field", n.store, []idemwatermill.Option{idemwatermill.WithIdentity(idemwatermill.Metadata(""))}, "WithIdentity: Metadata: give a field name"},
+		{"bad fingerprint path", n.store, []idemwatermill.Option{idemwatermill.WithIdentity(idemwatermill.Payload(fingerprint.WithDeny("a..b")))},
+			"idemwatermill: WithIdentity: Payload: fingerprint: WithDeny: give "},
+		{"negative delay", n.store, []idemwatermill.Option{idemwatermill.WithNackDelay(-time.Second)}, "idemwatermill: WithNackDelay: give "},
+		{"nil logger", n.store, []idemwatermill.Option{idemwatermill.WithLogger(nil)}, "idemwatermill: WithLogger: give "},
 	} {
 		_, err := idemwatermill.New(tc.store, tc.opts...)
-		if !errors.Is(err, idem.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v; want ErrConfig naming %q", tc.name, err, tc.want)
+		if !errors.Is(err, idem.ErrConfig) || !strings.Contains(err.Error(), tc.want) || strings.Count(err.Error(), idem.ErrConfig.Error()) != 1 {
+			t.Errorf("%s: %v; want ErrConfig, said once, naming %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -3,11 +3,13 @@ package idemwatermill
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
 )
 
@@ -52,7 +54,7 @@ func UUID() Identity {
 func Metadata(name string) Identity {
 	return Identity{build: func() (identify, error) {
 		if name == "" {
-			return nil, errors.New("Metadata: empty field name")
+			return nil, errors.New("Metadata: give a field name (got \"\")")
 		}
 		return func(msg *message.Message) (string, string, error) {
 			id := msg.Metadata.Get(name)
@@ -75,7 +77,7 @@ func Payload(opts ...fingerprint.Option) Identity {
 	return Identity{build: func() (identify, error) {
 		b, err := fingerprint.New(opts...)
 		if err != nil {
-			return nil, fmt.Errorf("Payload: %w", err)
+			return nil, nested("Payload", err)
 		}
 		return func(msg *message.Message) (string, string, error) {
 			fp, err := b.Sum(msg.Payload)
@@ -87,7 +89,9 @@ func Payload(opts ...fingerprint.Option) Identity {
 	}}
 }
 
-// Option configures New.
+// Option configures New. Options apply in order after the defaults; one
+// given nonsense makes New fail, with an error that says, under the
+// option's name, what to give instead.
 type Option func(*config) error
 
 type config struct {
@@ -111,7 +115,7 @@ func defaults() config {
 func WithConsumer(name string) Option {
 	return func(c *config) error {
 		if name == "" {
-			return errors.New("WithConsumer: empty name (leave the option out to use the router handler's name)")
+			return errors.New("WithConsumer: give a name, or leave the option out to use the router handler's name (got \"\")")
 		}
 		c.consumer = name
 		return nil
@@ -122,7 +126,7 @@ func WithConsumer(name string) Option {
 func WithIdentity(id Identity) Option {
 	return func(c *config) error {
 		if id.build == nil {
-			return errors.New("WithIdentity: a zero Identity (use UUID, Metadata or Payload)")
+			return errors.New("WithIdentity: give UUID(), Metadata(name) or Payload(opts...) (got a zero Identity)")
 		}
 		c.identity = id
 		return nil
@@ -155,7 +159,7 @@ func WithRepublish(on bool) Option {
 func WithNackDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("WithNackDelay(%v): negative", d)
+			return fmt.Errorf("WithNackDelay: give 0 or more (got %v)", d)
 		}
 		c.nackDelay = d
 		return nil
@@ -169,9 +173,27 @@ func WithNackDelay(d time.Duration) Option {
 func WithLogger(l watermill.LoggerAdapter) Option {
 	return func(c *config) error {
 		if l == nil {
-			return errors.New("WithLogger: nil logger")
+			return errors.New("WithLogger: give a logger, or leave the option out for none (got nil)")
 		}
 		c.logger = l
 		return nil
 	}
 }
+
+// nested states err, the refusal of fingerprint.New, as a fault of the
+// function that carried fingerprint's options: "Payload: fingerprint:
+// WithAllow: …", with idem.ErrConfig's text said once, by New's own
+// refusal. errors.Is still finds what err wraps
+// (fingerprint.ErrInvalidPath).
+func nested(option string, err error) error { return &nestedErr{option, err} }
+
+type nestedErr struct {
+	option string
+	err    error
+}
+
+func (e *nestedErr) Error() string {
+	return e.option + ": " + strings.TrimPrefix(e.err.Error(), idem.ErrConfig.Error()+": ")
+}
+
+func (e *nestedErr) Unwrap() error { return e.err }

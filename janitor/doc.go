@@ -22,7 +22,9 @@
 // of expired rows is idempotent — at worst two instances contend for a few
 // rows. Without WithLock every instance sweeps on its own schedule.
 //
-// Each sweep is reported to the Observer as idem.EventSwept with the number
-// of rows deleted; a failed one as idem.EventTierError. idemprom counts
-// both.
+// Each sweep is reported to the observer of the context the Janitor runs
+// under as idem.EventSwept with the number of rows deleted; a failed one as
+// idem.EventTierError. A Store that runs the Janitor (tiered.WithJanitor)
+// hands it the Store's observer so; without a Store, run it under
+// idem.ContextWithObserver(ctx, o). idemprom counts both.
 package janitor

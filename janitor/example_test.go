@@ -71,18 +71,20 @@ func Example() {
 	time.Sleep(20 * time.Millisecond) // order-1 expires
 
 	swept := make(chan int64, 1)
-	j, err := janitor.New(layer, janitor.WithLock(rdb), janitor.WithObserver(idem.ObserverFunc(func(_ context.Context, e idem.Event) {
-		if e.Kind == idem.EventSwept {
-			select {
-			case swept <- e.N: // the first sweep's count
-			default:
-			}
-		}
-	})))
+	j, err := janitor.New(layer, janitor.WithLock(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := tiered.New(tiered.WithSQL(layer), tiered.WithJanitor(j))
+	// The Store hands its observer to the janitor it runs.
+	store, err := tiered.New(tiered.WithSQL(layer), tiered.WithJanitor(j),
+		tiered.WithObserver(idem.ObserverFunc(func(_ context.Context, e idem.Event) {
+			if e.Kind == idem.EventSwept {
+				select {
+				case swept <- e.N: // the first sweep's count
+				default:
+				}
+			}
+		})))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/bsm/redislock"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/observe"
+	"github.com/idemkit/idem/internal/option"
 )
 
 // Defaults of a Janitor.
@@ -39,28 +39,34 @@ type Sweeper interface {
 }
 
 // Janitor sweeps expired rows on a schedule. It is safe for concurrent use;
-// run it with Run, in one goroutine per Janitor.
+// run it with Run, in one goroutine per Janitor. It reports each sweep to
+// the observer of the context it runs under (idem.ContextWithObserver): a
+// Store that runs it (tiered.WithJanitor) hands it the Store's.
 type Janitor struct {
-	sweeper  Sweeper
+	sweeper Sweeper
+	config
+}
+
+// Option configures a Janitor. Options apply in order over the defaults; an
+// option given nonsense makes New fail.
+type Option func(*config) error
+
+type config struct {
 	interval time.Duration
 	batch    int
 	locks    *redislock.Client // nil: no lock
 	key      string
 	ttl      time.Duration
-	obs      idem.Observer
 }
-
-// Option configures a Janitor.
-type Option func(*Janitor) error
 
 // WithInterval sets how often the Janitor sweeps. Default DefaultInterval;
 // it must be positive.
 func WithInterval(d time.Duration) Option {
-	return func(j *Janitor) error {
+	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("janitor: WithInterval(%v): must be positive", d)
+			return fmt.Errorf("WithInterval: give a positive interval (got %v)", d)
 		}
-		j.interval = d
+		c.interval = d
 		return nil
 	}
 }
@@ -68,11 +74,11 @@ func WithInterval(d time.Duration) Option {
 // WithBatch sets how many rows one DELETE statement removes at most.
 // Default DefaultBatch; it must be positive.
 func WithBatch(n int) Option {
-	return func(j *Janitor) error {
+	return func(c *config) error {
 		if n <= 0 {
-			return fmt.Errorf("janitor: WithBatch(%d): must be positive", n)
+			return fmt.Errorf("WithBatch: give a positive number of rows (got %d)", n)
 		}
-		j.batch = n
+		c.batch = n
 		return nil
 	}
 }
@@ -81,11 +87,11 @@ func WithBatch(n int) Option {
 // bsm/redislock lock on client (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring). Default: no lock, every instance sweeps.
 func WithLock(client redislock.RedisClient) Option {
-	return func(j *Janitor) error {
+	return func(c *config) error {
 		if client == nil {
-			return errors.New("janitor: WithLock(nil): leave the option out for no lock")
+			return errors.New("WithLock: give a client, or leave the option out for no lock (got nil)")
 		}
-		j.locks = redislock.New(client)
+		c.locks = redislock.New(client)
 		return nil
 	}
 }
@@ -93,11 +99,11 @@ func WithLock(client redislock.RedisClient) Option {
 // WithLockKey sets the Redis key of the lock, for several sets of tables
 // in one Redis. Default DefaultLockKey.
 func WithLockKey(key string) Option {
-	return func(j *Janitor) error {
+	return func(c *config) error {
 		if key == "" {
-			return errors.New("janitor: WithLockKey(\"\")")
+			return errors.New("WithLockKey: give a key, or leave the option out for DefaultLockKey (got \"\")")
 		}
-		j.key = key
+		c.key = key
 		return nil
 	}
 }
@@ -106,41 +112,27 @@ func WithLockKey(key string) Option {
 // longest a crashed sweeper blocks the others. Default DefaultLockTTL; at
 // least 30 ms (it is refreshed every third of it).
 func WithLockTTL(d time.Duration) Option {
-	return func(j *Janitor) error {
+	return func(c *config) error {
 		if d < 30*time.Millisecond {
-			return fmt.Errorf("janitor: WithLockTTL(%v): at least 30ms", d)
+			return fmt.Errorf("WithLockTTL: give 30ms or more (got %v)", d)
 		}
-		j.ttl = d
+		c.ttl = d
 		return nil
 	}
 }
 
-// WithObserver sets the observer of sweeps. Default none: the observer of
-// the Store that runs the Janitor (tiered.WithJanitor), which hands it its
-// own through the context of Run, if any.
-func WithObserver(o idem.Observer) Option {
-	return func(j *Janitor) error { j.obs = o; return nil }
-}
-
-// New returns a Janitor over s.
+// New returns a Janitor over s. A nil s and options given nonsense make it
+// fail with one error that names each fault and wraps idem.ErrConfig.
 func New(s Sweeper, opts ...Option) (*Janitor, error) {
+	c := config{interval: DefaultInterval, batch: DefaultBatch, key: DefaultLockKey, ttl: DefaultLockTTL}
+	faults := option.Apply(&c, opts)
 	if s == nil {
-		return nil, fmt.Errorf("%w: janitor: nil Sweeper", idem.ErrConfig)
+		faults = append(faults, errors.New("New: give a Sweeper, such as a *sqllayer.Layer (got nil)"))
 	}
-	j := &Janitor{sweeper: s, interval: DefaultInterval, batch: DefaultBatch, key: DefaultLockKey, ttl: DefaultLockTTL}
-	var errs []error
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(j); err != nil {
-			errs = append(errs, err)
-		}
+	if err := option.Refuse("janitor", faults...); err != nil {
+		return nil, err
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: %w", idem.ErrConfig, err)
-	}
-	return j, nil
+	return &Janitor{sweeper: s, config: c}, nil
 }
 
 // Run sweeps at once and then every interval until ctx ends, and returns
@@ -180,7 +172,7 @@ func (j *Janitor) Sweep(ctx context.Context) (deleted int64, swept bool, err err
 		}
 		// Redis cannot be reached: sweep without the lock, in batches small
 		// enough that instances sweeping at once contend for little.
-		if obs := j.observer(ctx); obs != nil {
+		if obs := idem.ObserverFrom(ctx); obs != nil {
 			obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierRedis, Err: fmt.Errorf("janitor: taking the lock: %w", err)})
 		}
 		deleted, err = j.sweeper.DeleteExpired(ctx, min(j.batch, lockless))
@@ -204,9 +196,10 @@ func (j *Janitor) Sweep(ctx context.Context) (deleted int64, swept bool, err err
 	return deleted, true, err
 }
 
-// report tells the observer what a sweep deleted, and that it failed.
+// report tells the observer of ctx what a sweep deleted, and that it
+// failed.
 func (j *Janitor) report(ctx context.Context, took time.Duration, swept bool, deleted int64, err error) {
-	obs := j.observer(ctx)
+	obs := idem.ObserverFrom(ctx)
 	if obs == nil || (!swept && err == nil) {
 		return
 	}
@@ -216,15 +209,6 @@ func (j *Janitor) report(ctx context.Context, took time.Duration, swept bool, de
 	if err != nil && ctx.Err() == nil {
 		obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierSQL, Duration: took, Err: err})
 	}
-}
-
-// observer is the Janitor's own observer, or else the one ctx carries (a
-// Store that runs the Janitor hands it its own).
-func (j *Janitor) observer(ctx context.Context) idem.Observer {
-	if j.obs != nil {
-		return j.obs
-	}
-	return observe.FromContext(ctx)
 }
 
 // errLockLost is the cause of a sweep stopped because its lock could not be

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,13 +127,13 @@ func TestOneSweepsAtATime(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 4 {
 			j, err := janitor.New(w, janitor.WithLock(client(t, st.Redis)), janitor.WithLockKey(key),
-				janitor.WithBatch(25), janitor.WithLockTTL(time.Second), janitor.WithObserver(rec))
+				janitor.WithBatch(25), janitor.WithLockTTL(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
 			wg.Go(func() {
 				for range 30 {
-					_, ok, err := j.Sweep(t.Context())
+					_, ok, err := j.Sweep(idem.ContextWithObserver(t.Context(), rec))
 					if err != nil {
 						t.Error(err)
 						return
@@ -257,11 +258,11 @@ func TestRedisDownSweepsInSmallBatches(t *testing.T) {
 	t.Cleanup(func() { _ = down.Close() })
 	w := &watched{Sweeper: l}
 	rec := &recorder{}
-	j, err := janitor.New(w, janitor.WithLock(down), janitor.WithBatch(500), janitor.WithObserver(rec))
+	j, err := janitor.New(w, janitor.WithLock(down), janitor.WithBatch(500))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, ok, err := j.Sweep(t.Context())
+	n, ok, err := j.Sweep(idem.ContextWithObserver(t.Context(), rec))
 	if err != nil || !ok || n != 120 {
 		t.Fatalf("sweep with Redis down: %d rows, swept %v, %v; want all 120", n, ok, err)
 	}
@@ -308,18 +309,21 @@ func TestRunSweepsUntilCancelled(t *testing.T) {
 func TestNewValidates(t *testing.T) {
 	st := stacktest.Embedded(t)
 	l := st.SQLLayer(t)
-	for name, opts := range map[string][]janitor.Option{
-		"interval": {janitor.WithInterval(0)},
-		"batch":    {janitor.WithBatch(-1)},
-		"ttl":      {janitor.WithLockTTL(time.Millisecond)},
-		"key":      {janitor.WithLockKey("")},
-		"lock":     {janitor.WithLock(nil)},
+	// Each error names the package and the option at fault, and says what
+	// to give instead.
+	for name, opt := range map[string]janitor.Option{
+		"WithInterval": janitor.WithInterval(0),
+		"WithBatch":    janitor.WithBatch(-1),
+		"WithLockTTL":  janitor.WithLockTTL(time.Millisecond),
+		"WithLockKey":  janitor.WithLockKey(""),
+		"WithLock":     janitor.WithLock(nil),
 	} {
-		if _, err := janitor.New(l, opts...); !errors.Is(err, idem.ErrConfig) {
-			t.Errorf("%s: %v, want ErrConfig", name, err)
+		_, err := janitor.New(l, opt)
+		if want := "idem: configuration error: janitor: " + name + ": give "; !errors.Is(err, idem.ErrConfig) || !strings.HasPrefix(fmt.Sprint(err), want) {
+			t.Errorf("%s: %v, want ErrConfig starting %q", name, err, want)
 		}
 	}
-	if _, err := janitor.New(nil); !errors.Is(err, idem.ErrConfig) {
+	if _, err := janitor.New(nil); !errors.Is(err, idem.ErrConfig) || !strings.HasPrefix(err.Error(), "idem: configuration error: janitor: New: give a Sweeper") {
 		t.Errorf("nil sweeper: %v", err)
 	}
 }
@@ -392,11 +396,11 @@ func (f *failing) DeleteExpired(context.Context, int) (int64, error) {
 func TestFailedSweepsAreReportedAndRetried(t *testing.T) {
 	f := &failing{}
 	rec := &recorder{}
-	j, err := janitor.New(f, janitor.WithInterval(5*time.Millisecond), janitor.WithObserver(rec))
+	j, err := janitor.New(f, janitor.WithInterval(5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(idem.ContextWithObserver(t.Context(), rec))
 	done := make(chan error, 1)
 	go func() { done <- j.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)

@@ -13,12 +13,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/option"
 )
 
 var _ idem.Layer = (*Layer)(nil)
-
-// DefaultMaxResult is the default largest result Complete accepts (8 MiB).
-const DefaultMaxResult = 8 << 20
 
 // sweepEvery is how many Reserve calls pass between two sweeps of expired
 // records.
@@ -31,32 +29,27 @@ const (
 )
 
 // Option configures a Layer. An option given nonsense makes New fail.
-type Option func(*Layer) error
+//
+// The layer refuses a result over idem.MaxResult and a fingerprint over
+// idem.MaxFingerprint, as every layer does: they are no option of its own.
+type Option func(*config) error
 
-// WithClock sets the clock the layer reads. Default: time.Now, of which the
-// layer reads the monotonic clock alone, so that no step of the wall clock
-// moves a lease or an expiry. A test passes a fake clock and advances it
-// instead of sleeping. now must be safe for concurrent use; nil is an
-// error.
-func WithClock(now func() time.Time) Option {
-	return func(l *Layer) error {
-		if now == nil {
-			return errors.New("WithClock(nil): a layer needs a clock")
-		}
-		l.now, l.mono = now, false
-		return nil
-	}
+type config struct {
+	now func() time.Time // nil: time.Now, read on the monotonic clock alone
 }
 
-// WithMaxResult sets the largest result Complete accepts, in bytes; a
-// larger one gives idem.ErrTooLarge. Default DefaultMaxResult (8 MiB). 0
-// means no limit; a negative n is an error.
-func WithMaxResult(n int) Option {
-	return func(l *Layer) error {
-		if n < 0 {
-			return fmt.Errorf("WithMaxResult(%d): negative (0 means no limit)", n)
+// WithClock sets the layer's own clock, which decides its leases and
+// expiries as a database's clock decides them in sqllayer and Redis's in
+// redislayer. Default: time.Now, of which the layer reads the monotonic
+// clock alone, so that no step of the wall clock moves a lease or an
+// expiry. A test passes a fake clock and advances it instead of sleeping.
+// now must be safe for concurrent use; nil is an error.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return errors.New("WithClock: give a clock function, time.Now for the real one (got nil)")
 		}
-		l.maxResult = n
+		c.now = now
 		return nil
 	}
 }
@@ -64,10 +57,9 @@ func WithMaxResult(n int) Option {
 // Layer is an in-memory idem.Layer, safe for concurrent use. The zero value
 // is not usable; call New.
 type Layer struct {
-	now       func() time.Time
-	mono      bool      // now is time.Now: read its monotonic clock alone
-	base      time.Time // now's reading when the layer was made
-	maxResult int
+	now  func() time.Time
+	mono bool      // now is time.Now: read its monotonic clock alone
+	base time.Time // now's reading when the layer was made
 
 	// The records. Their entries live in chunks that never move and are
 	// found through index by their key's digest: a record costs no
@@ -108,22 +100,17 @@ type entry struct {
 // given nonsense make it fail with an error that names each of them and
 // wraps idem.ErrConfig.
 func New(opts ...Option) (*Layer, error) {
-	l := &Layer{now: time.Now, mono: true, maxResult: DefaultMaxResult, index: make(map[[idem.KeySize]byte]int), free: -1}
+	var c config
+	if err := option.Refuse("memlayer", option.Apply(&c, opts)...); err != nil {
+		return nil, err
+	}
+	l := &Layer{now: time.Now, mono: true, index: make(map[[idem.KeySize]byte]int), free: -1}
+	if c.now != nil {
+		l.now, l.mono = c.now, false
+	}
 	var seed [32]byte
 	_, _ = crand.Read(seed[:]) // crypto/rand.Read never fails (Go 1.24+).
 	l.tokens = rand.NewChaCha8(seed)
-	var errs []error
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(l); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("memlayer: %w: %w", idem.ErrConfig, err)
-	}
 	l.base = l.now()
 	return l, nil
 }
@@ -267,6 +254,9 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	if lease <= 0 || ttl <= 0 {
 		return idem.Record{}, false, fmt.Errorf("memlayer: lease and ttl must be positive (lease %v, ttl %v)", lease, ttl)
 	}
+	if len(fingerprint) > idem.MaxFingerprint {
+		return idem.Record{}, false, fmt.Errorf("memlayer: fingerprint of %d bytes, limit idem.MaxFingerprint (%d)", len(fingerprint), idem.MaxFingerprint)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock()
@@ -308,8 +298,8 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 	if err := check(ctx, key); err != nil {
 		return err
 	}
-	if l.maxResult > 0 && len(result) > l.maxResult {
-		return fmt.Errorf("%w: %d bytes, limit %d", idem.ErrTooLarge, len(result), l.maxResult)
+	if len(result) > idem.MaxResult {
+		return fmt.Errorf("%w: %d bytes, limit idem.MaxResult (%d)", idem.ErrTooLarge, len(result), idem.MaxResult)
 	}
 	if ttl <= 0 {
 		return fmt.Errorf("memlayer: ttl must be positive (%v)", ttl)

@@ -58,18 +58,29 @@ func TestConformanceRealClock(t *testing.T) {
 	})
 }
 
+// A result over idem.MaxResult is refused with ErrTooLarge, one of
+// idem.MaxResult bytes kept; a fingerprint over idem.MaxFingerprint is
+// refused.
 func TestMaxResult(t *testing.T) {
-	l := must.Get(memlayer.New(memlayer.WithMaxResult(4)))(t)
+	l := must.Get(memlayer.New())(t)
 	k := idem.NewKey("", "max")
 	rec, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Complete(t.Context(), k, rec.Token, []byte("12345"), time.Hour); err == nil {
-		t.Fatal("Complete over the limit succeeded")
+	over := make([]byte, idem.MaxResult+1)
+	if err := l.Complete(t.Context(), k, rec.Token, over, time.Hour); !errors.Is(err, idem.ErrTooLarge) {
+		t.Fatalf("Complete over the limit: %v, want ErrTooLarge", err)
 	}
-	if err := l.Complete(t.Context(), k, rec.Token, []byte("1234"), time.Hour); err != nil {
+	if err := l.Complete(t.Context(), k, rec.Token, over[:idem.MaxResult], time.Hour); err != nil {
 		t.Fatalf("Complete at the limit: %v", err)
+	}
+	long := strings.Repeat("f", idem.MaxFingerprint+1)
+	if _, _, err := l.Reserve(t.Context(), idem.NewKey("", "fp"), long, time.Minute, time.Hour); err == nil {
+		t.Fatal("Reserve with a fingerprint over idem.MaxFingerprint: no error")
+	}
+	if _, _, err := l.Reserve(t.Context(), idem.NewKey("", "fp"), long[1:], time.Minute, time.Hour); err != nil {
+		t.Fatalf("Reserve with a fingerprint of idem.MaxFingerprint bytes: %v", err)
 	}
 }
 
@@ -158,26 +169,16 @@ func TestTokensAreFreshAndWellFormed(t *testing.T) {
 	}
 }
 
-// Options given nonsense are an error from New that names each of them;
-// zero is no limit.
+// An option given nonsense is an error from New that wraps
+// idem.ErrConfig and says, under the package and the option's name, what
+// to give instead.
 func TestNewValidatesOptions(t *testing.T) {
-	_, err := memlayer.New(memlayer.WithClock(nil), memlayer.WithMaxResult(-1))
+	_, err := memlayer.New(memlayer.WithClock(nil))
 	if !errors.Is(err, idem.ErrConfig) {
-		t.Fatalf("New with a nil clock and a negative limit: %v, want ErrConfig", err)
+		t.Fatalf("New with a nil clock: %v, want ErrConfig", err)
 	}
-	for _, name := range []string{"WithClock", "WithMaxResult"} {
-		if !strings.Contains(err.Error(), name) {
-			t.Errorf("the error does not name %s: %v", name, err)
-		}
-	}
-	l := must.Get(memlayer.New(memlayer.WithMaxResult(0)))(t)
-	k := idem.NewKey("", "no limit")
-	rec, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Complete(t.Context(), k, rec.Token, make([]byte, memlayer.DefaultMaxResult+1), time.Hour); err != nil {
-		t.Fatalf("WithMaxResult(0) refused a result over the default limit: %v", err)
+	if want := "idem: configuration error: memlayer: WithClock: give a clock"; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("the error reads %q, want it to start %q", err, want)
 	}
 }
 

@@ -71,7 +71,7 @@ func (f AnswerObserverFunc) ObserveAnswer(r *http.Request, a Answer) { f(r, a) }
 func WithAnswerObserver(o AnswerObserver) Option {
 	return func(c *config) error {
 		if o == nil {
-			return errors.New("WithAnswerObserver(nil): leave the option out for none")
+			return errors.New("WithAnswerObserver: give an observer, or leave the option out for none (got nil)")
 		}
 		c.answers = o
 		return nil

@@ -2,11 +2,11 @@ package middleware
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
+	"github.com/idemkit/idem/internal/option"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -25,25 +25,17 @@ type Handler struct {
 // error that names each fault and wraps idem.ErrConfig.
 func NewHandler(store *tiered.Store, opts ...Option) (*Handler, error) {
 	c := defaults()
-	var errs []error
+	errs := option.Apply(&c, opts)
 	if store == nil {
-		errs = append(errs, errors.New("nil store"))
-	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&c); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, errors.New("New: give a store (got nil)"))
 	}
 	fp, err := fingerprint.New(c.fpOpts...)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("WithFingerprint: %w", err))
+		errs = append(errs, option.Nested("WithFingerprint", err))
 	}
 	c.fp = fp
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: middleware: %w", idem.ErrConfig, err)
+	if err := option.Refuse("middleware", errs...); err != nil {
+		return nil, err
 	}
 	return &Handler{store: store, c: c, atomic: store.Atomic()}, nil
 }

@@ -174,15 +174,20 @@ func TestOptionsRefuseNonsense(t *testing.T) {
 	if !errors.Is(err, idem.ErrConfig) {
 		t.Fatalf("NewHandler with nonsense: %v, want ErrConfig", err)
 	}
-	for _, name := range []string{"nil store", "WithKeyHeader", "WithBodyLimit", "WithResponseLimit", "WithKeep",
-		"WithErrorWriter", "WithFingerprint", "WithReplayMarker", "InFlight 99", "Failed 600", "WithReplayHeaders",
-		"WithRetryAfter", "WithMethods"} {
+	for _, name := range []string{"New: give a store", "WithKeyHeader: give ", "WithBodyLimit: give ", "WithResponseLimit: give ", "WithKeep: give ",
+		"WithErrorWriter: give ", "WithFingerprint: fingerprint: WithMaxDepth: give ", "WithReplayMarker: give ",
+		"give InFlight a status of 200–599, or 0 for the default (got 99)", "give Failed a status of 200–599, or 0 for the default (got 600)",
+		"WithReplayHeaders: give ", "WithRetryAfter: give ", "WithMethods: give "} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("the error does not name %s: %v", name, err)
 		}
 	}
 	if strings.Contains(err.Error(), "Mismatch") {
 		t.Errorf("the error names a valid status: %v", err)
+	}
+	// The configuration error is said once, however deep the fault.
+	if n := strings.Count(err.Error(), idem.ErrConfig.Error()); n != 1 {
+		t.Errorf("the error says %q %d times: %v", idem.ErrConfig, n, err)
 	}
 }
 
@@ -209,9 +214,10 @@ func TestOptionsTakeValidSettings(t *testing.T) {
 
 // WithBodyLimit(0) and WithResponseLimit(0) are no limit of the
 // middleware's own: a body and a response over the defaults are read,
-// kept and replayed whole.
+// kept and replayed whole (the layers' limit, idem.MaxResult, still holds
+// for what is kept).
 func TestZeroLimitsAreNone(t *testing.T) {
-	big := strings.Repeat("x", DefaultBodyLimit+DefaultResponseLimit)
+	big := strings.Repeat("x", max(DefaultBodyLimit, DefaultResponseLimit)+1)
 	runs := 0
 	h := must.Get(New(newTestStore(t), WithBodyLimit(0), WithResponseLimit(0),
 		WithFingerprint(fingerprint.WithMaxBytes(0))))(t)(

@@ -45,7 +45,8 @@ func DefaultKeep(status int) bool {
 
 // Option configures a Handler. Options apply in order over the defaults;
 // an option given nonsense makes NewHandler (and New, and the adapters)
-// fail.
+// fail, with an error that says, under the option's name, what to give
+// instead.
 type Option func(*config) error
 
 type config struct {
@@ -90,7 +91,7 @@ func defaults() config {
 func WithKeyHeader(name string) Option {
 	return func(c *config) error {
 		if !validToken(name) {
-			return fmt.Errorf("WithKeyHeader(%q): not a header name", name)
+			return fmt.Errorf("WithKeyHeader: give a header name (got %q)", name)
 		}
 		c.keyHeader = textproto.CanonicalMIMEHeaderKey(name)
 		return nil
@@ -117,7 +118,7 @@ func WithMethods(methods ...string) Option {
 	return func(c *config) error {
 		for _, m := range methods {
 			if !validToken(m) {
-				return fmt.Errorf("WithMethods: %q is not a method name", m)
+				return fmt.Errorf("WithMethods: give method names (got %q)", m)
 			}
 		}
 		c.methods = append([]string(nil), methods...)
@@ -160,7 +161,7 @@ func WithFingerprint(opts ...fingerprint.Option) Option {
 func WithBodyLimit(n int64) Option {
 	return func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("WithBodyLimit(%d): negative (0 means no limit)", n)
+			return fmt.Errorf("WithBodyLimit: give 0 (no limit of the middleware's own) or more bytes (got %d)", n)
 		}
 		c.bodyLimit = n
 		return nil
@@ -177,7 +178,7 @@ func WithBodyLimit(n int64) Option {
 func WithResponseLimit(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("WithResponseLimit(%d): negative (0 means no limit)", n)
+			return fmt.Errorf("WithResponseLimit: give 0 (no limit of the middleware's own) or more bytes (got %d)", n)
 		}
 		c.responseLimit = n
 		return nil
@@ -192,7 +193,7 @@ func WithResponseLimit(n int) Option {
 func WithKeep(keep func(status int) bool) Option {
 	return func(c *config) error {
 		if keep == nil {
-			return errors.New("WithKeep(nil): leave the option out for DefaultKeep")
+			return errors.New("WithKeep: give a policy, or leave the option out for DefaultKeep (got nil)")
 		}
 		c.keep = keep
 		return nil
@@ -208,7 +209,7 @@ func WithReplayHeaders(names ...string) Option {
 	return func(c *config) error {
 		for _, n := range names {
 			if !validToken(n) {
-				return fmt.Errorf("WithReplayHeaders: %q is not a header name", n)
+				return fmt.Errorf("WithReplayHeaders: give header names (got %q)", n)
 			}
 		}
 		c.replay = replayNames(names)
@@ -226,7 +227,7 @@ func WithReplayMarker(name string) Option {
 		case name == "":
 			c.marker = ""
 		case !validToken(name):
-			return fmt.Errorf("WithReplayMarker(%q): not a header name", name)
+			return fmt.Errorf("WithReplayMarker: give a header name, or \"\" for none (got %q)", name)
 		default:
 			c.marker = textproto.CanonicalMIMEHeaderKey(name)
 		}
@@ -240,7 +241,7 @@ func WithReplayMarker(name string) Option {
 func WithErrorWriter(w ErrorWriter) Option {
 	return func(c *config) error {
 		if w == nil {
-			return errors.New("WithErrorWriter(nil): leave the option out for WriteProblem")
+			return errors.New("WithErrorWriter: give a writer, or leave the option out for WriteProblem (got nil)")
 		}
 		c.errWriter = w
 		return nil
@@ -271,7 +272,7 @@ func WithStatuses(s Statuses) Option {
 func WithRetryAfter(inFlight, unavailable time.Duration) Option {
 	return func(c *config) error {
 		if inFlight <= 0 || unavailable <= 0 {
-			return fmt.Errorf("WithRetryAfter(%v, %v): both must be positive", inFlight, unavailable)
+			return fmt.Errorf("WithRetryAfter: give two positive durations (got %v, %v)", inFlight, unavailable)
 		}
 		c.retryAfter = [2]string{seconds(inFlight), seconds(unavailable)}
 		return nil

@@ -135,7 +135,7 @@ func (s Statuses) validate() error {
 		seen[v] = true
 		if *v != 0 && (*v < 200 || *v > 599) {
 			name := strings.TrimPrefix(problems[i].typ, problemBase+"Problem")
-			errs = append(errs, fmt.Errorf("WithStatuses: %s %d is not a status of 200–599 (0 keeps the default)", name, *v))
+			errs = append(errs, fmt.Errorf("WithStatuses: give %s a status of 200–599, or 0 for the default (got %d)", name, *v))
 		}
 	}
 	return errors.Join(errs...)

@@ -10,7 +10,8 @@ import (
 // that no record uses, which shows that the server runs scripts and that
 // the client's user may run them on the layer's keys. After a restart or
 // SCRIPT FLUSH the script is loaded again, a second round trip. It is
-// meant for readiness probes and bounded by WithTimeout like every call.
+// meant for readiness probes, and bounded by ctx like every call (a
+// tiered.Store's Check gives it the Store's Redis timeout).
 //
 // It returns nil when Redis answers; an error wrapping idem.ErrConfig when
 // the server refuses the setup — credentials refused (NOAUTH, WRONGPASS),
@@ -25,18 +26,16 @@ func (l *Layer) Check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c, cancel := l.bound(ctx)
-	defer cancel()
 	keys := []string{l.prefix + "{check}"} // a record's hash tag is a 64-digit digest
 	p := l.client.Pipeline()
-	ping := p.Ping(c)
-	read := getScript.EvalSha(c, p, keys, "")
-	_, execErr := p.Exec(c)
+	ping := p.Ping(ctx)
+	read := getScript.EvalSha(ctx, p, keys, "")
+	_, execErr := p.Exec(ctx)
 	// Exec alone reports a reply to setting the connection up (see
 	// afterPTTL).
 	err := cmp.Or(ping.Err(), read.Err(), execErr)
 	if isNoScript(err) {
-		err = getScript.Eval(c, l.client, keys, "").Err()
+		err = getScript.Eval(ctx, l.client, keys, "").Err()
 	}
 	if err == nil || isNil(err) {
 		return nil

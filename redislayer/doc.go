@@ -134,16 +134,21 @@
 //
 // # Timeouts and errors
 //
-// Every call is bounded by WithTimeout (default 250 ms; 0 leaves it to the
-// caller's context and the client's own timeouts) through a context
-// deadline (a caller's earlier deadline is kept); a dead, paused or
-// unreachable Redis gives idem.ErrUnavailable, wrapping the driver's error,
-// within that time, provided the client honours context deadlines
-// (ContextTimeoutEnabled: true in its options). The
-// caller's own cancellation or deadline is returned as the caller's
-// context.Canceled or context.DeadlineExceeded. The zero key gives
-// idem.ErrInvalidKey; a result over WithMaxResult (default 8 MiB) gives
-// idem.ErrTooLarge. A reply that no retry changes, a mistake in setting the
+// A call's timeout belongs to whoever makes the call. Reserve, Get,
+// Complete, Renew, Release, Fill and Check are one round trip each, made
+// for a caller, and bounded by the caller's context: a tiered.Store bounds
+// each call it makes to the tier (tiered.WithTimeouts, 250 ms by default);
+// a caller of the layer itself passes a context with a deadline. A Wait
+// lasts as long as its caller waits; the round trips inside it (the
+// subscription, the reads) are the layer's own, each bounded by WithTimeout
+// (default 250 ms). The client's own timeouts (ReadTimeout, WriteTimeout)
+// bound every round trip as well. A dead, paused or unreachable Redis gives
+// idem.ErrUnavailable, wrapping the driver's error, within that time,
+// provided the client honours context deadlines (ContextTimeoutEnabled:
+// true in its options). The caller's own
+// cancellation or deadline is returned as the caller's context.Canceled or
+// context.DeadlineExceeded. The zero key gives idem.ErrInvalidKey; a result
+// over idem.MaxResult (4 MiB) gives idem.ErrTooLarge. A reply that no retry changes, a mistake in setting the
 // client up, gives idem.ErrConfig with advice instead of
 // idem.ErrUnavailable: credentials refused (NOAUTH, WRONGPASS), an ACL that
 // forbids a command, key or channel the layer uses (NOPERM), a DB number the

@@ -19,7 +19,8 @@ const commands = "PING, GET, SET, PTTL, EVALSHA, EVAL, SUBSCRIBE, UNSUBSCRIBE an
 // fail translates an error of a call made under ctx. The caller's own
 // cancellation or deadline stays theirs (context.Canceled or
 // context.DeadlineExceeded); a mistake in the setup (see setupMistake)
-// becomes idem.ErrConfig, with advice; the layer's timeout and every other
+// becomes idem.ErrConfig, with advice; the layer's own timeout (a Wait's
+// round trips), the client's (ReadTimeout, WriteTimeout) and every other
 // driver error become idem.ErrUnavailable.
 func (l *Layer) fail(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
@@ -36,8 +37,9 @@ func (l *Layer) fail(ctx context.Context, op string, err error) error {
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || (errors.As(err, &ne) && ne.Timeout()) {
-		// Not wrapped: the deadline was the layer's, not the caller's.
-		return fmt.Errorf("%w: redislayer: %s: no answer within %v (%v)", idem.ErrUnavailable, op, l.timeout, err)
+		// Not wrapped: the deadline was the layer's or the client's, not the
+		// caller's.
+		return fmt.Errorf("%w: redislayer: %s: no answer in time (%v)", idem.ErrUnavailable, op, err)
 	}
 	return fmt.Errorf("%w: redislayer: %s: %w", idem.ErrUnavailable, op, err)
 }

@@ -120,26 +120,26 @@ func ExampleLayer_Fill() {
 }
 
 // A layer over a real server, with the settings that keep a sick Redis from
-// holding requests: go-redis honours the layer's per-call deadline only with
-// ContextTimeoutEnabled.
+// holding requests: whoever calls the layer bounds each call with its
+// context (a tiered.Store does, with WithTimeouts), and go-redis honours
+// that deadline only with ContextTimeoutEnabled.
 func ExampleNew() {
 	client := redis.NewClient(&redis.Options{
 		Addr:                  "127.0.0.1:6379",
 		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	l, err := redislayer.New(client,
-		redislayer.WithPrefix("shop:idem:"),
-		redislayer.WithTimeout(100*time.Millisecond),
-	)
+	l, err := redislayer.New(client, redislayer.WithPrefix("shop:idem:"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer l.Close()
 
-	_, _, err = l.Reserve(context.Background(), idem.NewKey("tenant-1", "order-10"), "fp", 30*time.Second, 24*time.Hour)
-	if errors.Is(err, idem.ErrUnavailable) {
-		fmt.Println("Redis is down: let SQL decide")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, _, err = l.Reserve(ctx, idem.NewKey("tenant-1", "order-10"), "fp", 30*time.Second, 24*time.Hour)
+	if errors.Is(err, idem.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		fmt.Println("Redis is down or slow: let SQL decide")
 	}
 }
 

@@ -14,16 +14,29 @@ import (
 	"github.com/idemkit/idem/redislayer"
 )
 
-// faultBound is how long a call may take against a dead or paused server:
-// generous (ten times the layer's default timeout) so that a loaded machine
-// does not fail the test, yet far below go-redis's own 5 s read timeout.
-const faultBound = 10 * redislayer.DefaultTimeout
+// clientTimeout is the read and write timeout of the fault tests' clients:
+// the layer has no timeout of its own, and a call whose caller set no
+// deadline is bounded by the client's.
+const clientTimeout = 250 * time.Millisecond
 
-// serverLayer returns a layer with the default timeout (and opts) on its
-// own client of a test-owned server.
+// faultBound is how long a call may take against a dead or paused server:
+// generous (ten times the client's timeout) so that a loaded machine does
+// not fail the test, yet far below go-redis's default read timeout.
+const faultBound = 10 * clientTimeout
+
+// serverLayer returns a layer (with opts) on its own client of a
+// test-owned server, whose round trips last clientTimeout at most. Its pool
+// is larger than the refused dials of a test against a killed server (each
+// call and each of go-redis's retries): once refused dials reach the pool
+// size, go-redis redials once a second only, answering with the last
+// refusal meanwhile, and its redialling goroutine outlives Close by up to
+// a second.
 func serverLayer(t *testing.T, s *testenv.RedisServer, opts ...redislayer.Option) *redislayer.Layer {
 	t.Helper()
-	c := redis.NewClient(s.Options())
+	o := s.Options()
+	o.ReadTimeout, o.WriteTimeout = clientTimeout, clientTimeout
+	o.PoolSize = 100
+	c := redis.NewClient(o)
 	t.Cleanup(func() { _ = c.Close() })
 	return newLayer(t, c, opts...)
 }
@@ -168,7 +181,7 @@ func TestFaultKilledServer(t *testing.T) {
 
 func TestFaultMiniredisClosed(t *testing.T) {
 	r := testenv.MiniRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: r.Mini.Addr(), ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: r.Mini.Addr(), ContextTimeoutEnabled: true, PoolSize: 100}) // see serverLayer
 	t.Cleanup(func() { _ = c.Close() })
 	l := newLayer(t, c)
 	k := idem.NewKey("fault", "mini")

@@ -28,8 +28,8 @@ func (l *Layer) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) er
 	if rec.State != idem.StateCompleted {
 		return fmt.Errorf("redislayer: fill: record is %v, want completed", rec.State)
 	}
-	if len(rec.Fingerprint) > MaxFingerprint {
-		return fmt.Errorf("redislayer: fill: fingerprint of %d bytes, limit %d", len(rec.Fingerprint), MaxFingerprint)
+	if len(rec.Fingerprint) > idem.MaxFingerprint {
+		return fmt.Errorf("redislayer: fill: fingerprint of %d bytes, limit idem.MaxFingerprint (%d)", len(rec.Fingerprint), idem.MaxFingerprint)
 	}
 	if err := l.checkResult(rec.Result, ttl); err != nil {
 		return err
@@ -40,9 +40,7 @@ func (l *Layer) Fill(ctx context.Context, rec idem.Record, ttl time.Duration) er
 	ms := millis(ttl)
 	// The mark of a completed record is its retention (see value.go).
 	v := encode(stateCompleted, rec.Token, ms, 0, clock.Now().UnixMilli()+ms, rec.Fingerprint, rec.Result)
-	callCtx, cancel := l.bound(ctx)
-	err := fillScript.Run(callCtx, l.client, []string{l.name(rec.Key)}, v, ms).Err()
-	cancel()
+	err := fillScript.Run(ctx, l.client, []string{l.name(rec.Key)}, v, ms).Err()
 	if err != nil {
 		return l.fail(ctx, "fill", err)
 	}

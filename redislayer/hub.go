@@ -28,8 +28,9 @@ const (
 // one line, except over a Ring, which has one line per shard because a
 // publish reaches only the shard that owns the channel.
 type hub struct {
-	client Client
-	shard  func(channel string) (*redis.Client, error) // non-nil over a Ring
+	client  Client
+	shard   func(channel string) (*redis.Client, error) // non-nil over a Ring
+	timeout time.Duration                               // the layer's WithTimeout: bounds UNSUBSCRIBE; 0: none
 
 	ctx    context.Context // ends at close; the lines' goroutines run under it
 	cancel context.CancelFunc
@@ -66,8 +67,8 @@ type watch struct {
 	ev      chan struct{} // closed at the next event, then replaced
 }
 
-func newHub(client Client) *hub {
-	h := &hub{client: client, lines: map[*redis.Client]*line{}, watches: map[string]*watch{}}
+func newHub(client Client, timeout time.Duration) *hub {
+	h := &hub{client: client, timeout: timeout, lines: map[*redis.Client]*line{}, watches: map[string]*watch{}}
 	if r, ok := client.(interface {
 		GetShardClientForKey(key string) (*redis.Client, error)
 	}); ok {
@@ -178,7 +179,10 @@ func (h *hub) release(w *watch) {
 	if again || closed || ln.ps == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(h.ctx, DefaultTimeout)
+	ctx, cancel := h.ctx, context.CancelFunc(func() {})
+	if h.timeout > 0 {
+		ctx, cancel = context.WithTimeout(h.ctx, h.timeout)
+	}
 	_ = ln.ps.Unsubscribe(ctx, w.channel) // on error the connection is reconnected without it
 	cancel()
 }

@@ -3,7 +3,6 @@ package redislayer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/mix"
+	"github.com/idemkit/idem/internal/option"
 )
 
 var (
@@ -47,12 +47,11 @@ var (
 // idem.Filler. It is safe for concurrent use. The zero value is not usable;
 // call New.
 type Layer struct {
-	client    Client
-	prefix    string
-	timeout   time.Duration
-	maxResult int
-	order     idem.ReserveOrder
-	hub       *hub
+	client  Client
+	prefix  string
+	timeout time.Duration // WithTimeout: the layer's own round trips
+	order   idem.ReserveOrder
+	hub     *hub
 
 	seen  mix.Existing // the share of Reserve calls that found their key taken
 	pipes sync.Pool    // of redis.Pipeliner over client, empty between uses
@@ -67,30 +66,24 @@ type Layer struct {
 // closes it after the layer. A nil client, or options given nonsense, make
 // New fail with an error that names each fault and wraps idem.ErrConfig.
 //
-// Each call is bounded by WithTimeout through a context deadline. go-redis
-// honours a context's deadline on socket reads and writes only when the
-// client's options have ContextTimeoutEnabled set; without it a paused
-// server holds a call for the client's ReadTimeout (5 s by default) instead.
-// Set ContextTimeoutEnabled: true, or ReadTimeout and WriteTimeout no longer
-// than the layer's timeout.
+// Each call is bounded by its context's deadline, which its caller sets (a
+// tiered.Store's WithTimeouts), and each round trip inside a Wait by
+// WithTimeout. go-redis honours a context's deadline on socket reads and
+// writes only when the client's options have ContextTimeoutEnabled set;
+// without it a paused server holds a call for the client's ReadTimeout
+// instead. Set ContextTimeoutEnabled: true, or ReadTimeout and WriteTimeout
+// no longer than those timeouts.
 func New(client Client, opts ...Option) (*Layer, error) {
-	l := &Layer{client: client, prefix: DefaultPrefix, timeout: DefaultTimeout, maxResult: DefaultMaxResult}
-	var errs []error
+	c := defaults()
+	faults := option.Apply(&c, opts)
 	if client == nil {
-		errs = append(errs, errors.New("nil client"))
+		faults = append(faults, errors.New("New: give a client (a *redis.Client, *redis.ClusterClient or *redis.Ring); got nil"))
 	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(l); err != nil {
-			errs = append(errs, err)
-		}
+	if err := option.Refuse("redislayer", faults...); err != nil {
+		return nil, err
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: redislayer: %w", idem.ErrConfig, err)
-	}
-	l.hub = newHub(client)
+	l := &Layer{client: client, prefix: c.prefix, timeout: c.timeout, order: c.order}
+	l.hub = newHub(client, c.timeout)
 	l.pipes.New = func() any { return client.Pipeline() }
 	return l, nil
 }
@@ -104,9 +97,10 @@ func (l *Layer) Close() error {
 	return nil
 }
 
-// bound returns ctx limited by the layer's per-call timeout. A caller's
-// deadline that comes first is kept as it is, at no cost, and so is ctx
-// when the layer has no timeout of its own.
+// bound returns ctx limited by the layer's own timeout, for a round trip
+// the layer makes inside a longer call (a Wait's). A caller's deadline that
+// comes first is kept as it is, at no cost, and so is ctx when the layer
+// has no timeout of its own.
 func (l *Layer) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l.timeout == 0 {
 		return ctx, func() {}

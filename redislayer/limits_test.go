@@ -25,22 +25,33 @@ func miniLayer(t *testing.T, opts ...redislayer.Option) (*redislayer.Layer, *min
 	return newLayer(t, c, opts...), m
 }
 
+// A result over idem.MaxResult is refused by Complete and Fill; one of
+// idem.MaxResult bytes is kept. So is a fingerprint over
+// idem.MaxFingerprint.
 func TestMaxResult(t *testing.T) {
-	l, _ := miniLayer(t, redislayer.WithMaxResult(4))
+	l, _ := miniLayer(t)
 	k := idem.NewKey("limits", "max")
 	rec, _, err := l.Reserve(t.Context(), k, "fp", time.Minute, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Complete(t.Context(), k, rec.Token, []byte("12345"), time.Hour); !errors.Is(err, idem.ErrTooLarge) {
+	over := make([]byte, idem.MaxResult+1)
+	if err := l.Complete(t.Context(), k, rec.Token, over, time.Hour); !errors.Is(err, idem.ErrTooLarge) {
 		t.Fatalf("Complete over the limit: %v, want ErrTooLarge", err)
 	}
-	big := idem.Record{Key: idem.NewKey("limits", "fill"), State: idem.StateCompleted, Result: []byte("12345")}
+	big := idem.Record{Key: idem.NewKey("limits", "fill"), State: idem.StateCompleted, Result: over}
 	if err := l.Fill(t.Context(), big, time.Hour); !errors.Is(err, idem.ErrTooLarge) {
 		t.Fatalf("Fill over the limit: %v, want ErrTooLarge", err)
 	}
-	if err := l.Complete(t.Context(), k, rec.Token, []byte("1234"), time.Hour); err != nil {
+	if err := l.Complete(t.Context(), k, rec.Token, over[:idem.MaxResult], time.Hour); err != nil {
 		t.Fatalf("Complete at the limit: %v", err)
+	}
+	long := strings.Repeat("f", idem.MaxFingerprint+1)
+	if _, _, err := l.Reserve(t.Context(), idem.NewKey("limits", "fp"), long, time.Minute, time.Hour); err == nil {
+		t.Fatal("Reserve with a fingerprint over idem.MaxFingerprint: no error")
+	}
+	if _, _, err := l.Reserve(t.Context(), idem.NewKey("limits", "fp"), long[1:], time.Minute, time.Hour); err != nil {
+		t.Fatalf("Reserve with a fingerprint of idem.MaxFingerprint bytes: %v", err)
 	}
 }
 
@@ -122,15 +133,19 @@ func TestNewValidates(t *testing.T) {
 	_, err := redislayer.New(nil,
 		redislayer.WithPrefix("a{b}:"),
 		redislayer.WithTimeout(-time.Second),
-		redislayer.WithMaxResult(-1),
-		redislayer.WithReserveOrder(idem.OrderOneStatement+1),
+		redislayer.WithReserveOrder(idem.OrderClaimFirst+1),
 	)
 	if !errors.Is(err, idem.ErrConfig) {
 		t.Fatalf("New with nonsense: %v, want ErrConfig", err)
 	}
-	for _, name := range []string{"nil client", "WithPrefix", "WithTimeout", "WithMaxResult", "WithReserveOrder"} {
-		if !strings.Contains(err.Error(), name) {
-			t.Errorf("the error does not name %s: %v", name, err)
+	want := []string{"idem: configuration error: redislayer: WithPrefix: give ", "WithTimeout: give ", "WithReserveOrder: give ", "New: give a client"}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("the error has %d lines, want %d: %v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d of the error is %q, want it to start %q", i, lines[i], w)
 		}
 	}
 }
@@ -160,30 +175,36 @@ func (c *deadlines) Eval(ctx context.Context, script string, keys []string, args
 	return c.Client.Eval(ctx, script, keys, args...)
 }
 
-// WithTimeout(0) is no timeout of the layer's own: a call under a context
-// without a deadline gets none; by default it gets the layer's.
-func TestTimeoutZeroIsNone(t *testing.T) {
+// A call made for a caller is bounded by the caller's context alone: under
+// a context without a deadline it gets none, whatever WithTimeout says. The
+// reads inside a Wait are the layer's own round trips: they get the
+// layer's timeout, unless it is 0.
+func TestTimeoutIsTheLayersOwnCalls(t *testing.T) {
 	m := testenv.MiniRedis(t).Mini
+	k := idem.NewKey("limits", "timeout")
 	for _, tc := range []struct {
 		name string
 		opts []redislayer.Option
+		call func(l *redislayer.Layer) error
 		want bool
 	}{
-		{"default", nil, true},
-		{"zero", []redislayer.Option{redislayer.WithTimeout(0)}, false},
+		{"Get", nil, func(l *redislayer.Layer) error { _, err := l.Get(context.Background(), k); return err }, false},
+		{"Wait", nil, func(l *redislayer.Layer) error { _, err := l.Wait(context.Background(), k); return err }, true},
+		{"Wait, WithTimeout(0)", []redislayer.Option{redislayer.WithTimeout(0)},
+			func(l *redislayer.Layer) error { _, err := l.Wait(context.Background(), k); return err }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = rc.Close() })
 			c := &deadlines{Client: rc}
 			l := newLayer(t, c, tc.opts...)
-			if _, err := l.Get(context.Background(), idem.NewKey("limits", "timeout")); !errors.Is(err, idem.ErrNotFound) {
-				t.Fatalf("Get: %v, want ErrNotFound", err)
+			if err := tc.call(l); !errors.Is(err, idem.ErrNotFound) {
+				t.Fatalf("%s: %v, want ErrNotFound", tc.name, err)
 			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if len(c.seen) == 0 {
-				t.Fatal("Get ran no script")
+				t.Fatalf("%s ran no script", tc.name)
 			}
 			for _, got := range c.seen {
 				if got != tc.want {

@@ -74,9 +74,7 @@ func (l *Layer) cas(ctx context.Context, op string, key idem.Key, script *redis.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	callCtx, cancel := l.bound(ctx)
-	ok, err := script.Run(callCtx, l.client, []string{l.name(key)}, args...).Int64()
-	cancel()
+	ok, err := script.Run(ctx, l.client, []string{l.name(key)}, args...).Int64()
 	switch {
 	case err != nil:
 		return l.fail(ctx, op, err)
@@ -87,8 +85,8 @@ func (l *Layer) cas(ctx context.Context, op string, key idem.Key, script *redis.
 }
 
 func (l *Layer) checkResult(result []byte, ttl time.Duration) error {
-	if l.maxResult > 0 && len(result) > l.maxResult {
-		return fmt.Errorf("%w: %d bytes, limit %d", idem.ErrTooLarge, len(result), l.maxResult)
+	if len(result) > idem.MaxResult {
+		return fmt.Errorf("%w: %d bytes, limit idem.MaxResult (%d)", idem.ErrTooLarge, len(result), idem.MaxResult)
 	}
 	if ttl <= 0 || millis(ttl) > maxMillis {
 		return fmt.Errorf("redislayer: ttl must be positive and below 31,000 years (%v)", ttl)
@@ -113,10 +111,12 @@ func (l *Layer) read(ctx context.Context, key idem.Key, waiter bool) (idem.Recor
 	if err := ctx.Err(); err != nil {
 		return idem.Record{}, 0, err
 	}
-	callCtx, cancel := l.bound(ctx)
-	flag := ""
+	flag, callCtx, cancel := "", ctx, context.CancelFunc(func() {})
 	if waiter {
+		// A Wait's read: a round trip the layer makes itself, bounded by
+		// its own timeout.
 		flag = "w"
+		callCtx, cancel = l.bound(ctx)
 	}
 	reply, err := getScript.Run(callCtx, l.client, []string{l.name(key)}, flag).Slice()
 	cancel()

@@ -12,25 +12,30 @@ import (
 const (
 	// DefaultPrefix starts every key the layer writes.
 	DefaultPrefix = "idem:"
-	// DefaultTimeout bounds each call to Redis. Redis answers a local call
-	// in well under a millisecond; 250 ms is long enough for a busy server
-	// across a network and short enough that a dead or paused Redis costs a
-	// request little before the caller falls back to SQL.
+	// DefaultTimeout bounds each round trip the layer makes of its own
+	// accord (see WithTimeout). Redis answers a local call in well under a
+	// millisecond; 250 ms is long enough for a busy server across a network
+	// and short enough that a waiter on a dead or paused Redis soon falls
+	// back to SQL.
 	DefaultTimeout = 250 * time.Millisecond
-	// DefaultMaxResult is the largest result Complete and Fill accept
-	// (8 MiB), the same limit as memlayer's, so that a result one tier keeps
-	// is not refused by another. It holds a 1 MiB response body with room
-	// for its encoding; raise WithTimeout along with it on slow links.
-	DefaultMaxResult = 8 << 20
 )
 
-// MaxFingerprint is the longest fingerprint, in bytes, that Reserve and Fill
-// accept (the record header gives its length five digits). A fingerprint is
-// normally a short digest.
-const MaxFingerprint = 99999
+// Option configures a Layer. Options apply in order over the defaults; an
+// option given nonsense makes New fail.
+//
+// The layer has no result limit of its own: it refuses a result over
+// idem.MaxResult, as every layer does.
+type Option func(*config) error
 
-// Option configures a Layer. An option given nonsense makes New fail.
-type Option func(*Layer) error
+type config struct {
+	prefix  string
+	timeout time.Duration
+	order   idem.ReserveOrder
+}
+
+func defaults() config {
+	return config{prefix: DefaultPrefix, timeout: DefaultTimeout}
+}
 
 // WithPrefix sets the prefix of every key and channel name. Default
 // DefaultPrefix ("idem:"). Several applications sharing one Redis use
@@ -38,59 +43,48 @@ type Option func(*Layer) error
 // change the hash tag that keeps a key's entries in one Cluster slot, is an
 // error.
 func WithPrefix(prefix string) Option {
-	return func(l *Layer) error {
+	return func(c *config) error {
 		if strings.ContainsAny(prefix, "{}") {
-			return fmt.Errorf("WithPrefix(%q): the prefix must not contain '{' or '}'", prefix)
+			return fmt.Errorf("WithPrefix: give a prefix without '{' or '}', which would move a key's entries out of its Cluster slot (got %q)", prefix)
 		}
-		l.prefix = prefix
+		c.prefix = prefix
 		return nil
 	}
 }
 
-// WithTimeout bounds each call to Redis (one round trip, with go-redis's own
-// retries inside it): past d the call fails with idem.ErrUnavailable.
-// Default DefaultTimeout (250 ms). 0 means no timeout of the layer's own:
-// the caller's context and the client's own timeouts (ReadTimeout,
-// WriteTimeout) then bound a call, and a paused server holds it that long.
-// A negative d is an error. The bound is a context deadline, which go-redis
-// applies to socket reads and writes only when the client has
-// ContextTimeoutEnabled set (see New).
+// WithTimeout bounds each round trip that the layer itself makes, which no
+// caller's call bounds: the subscription and the reads inside a Wait (one
+// call that lasts as long as its caller waits), and the UNSUBSCRIBE when a
+// channel's last waiter leaves. Past d such a round trip fails and Wait
+// returns idem.ErrUnavailable, so that a waiter on a dead or paused Redis
+// falls back to SQL. Default DefaultTimeout (250 ms). 0 means no bound of
+// the layer's own: the caller's context and the client's ReadTimeout and
+// WriteTimeout then bound them. A negative d is an error.
+//
+// Every other call (Reserve, Get, Complete, Renew, Release, Fill, Check)
+// is one round trip made for a caller, and bounded by its caller's
+// context: a tiered.Store bounds each call it makes with its WithTimeouts.
 func WithTimeout(d time.Duration) Option {
-	return func(l *Layer) error {
+	return func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("WithTimeout(%v): negative (0 means no timeout of the layer's own)", d)
+			return fmt.Errorf("WithTimeout: give 0 (no bound of the layer's own) or more (got %v)", d)
 		}
-		l.timeout = d
-		return nil
-	}
-}
-
-// WithMaxResult sets the largest result Complete and Fill accept, in bytes;
-// a larger one gives idem.ErrTooLarge before any call to Redis. Default
-// DefaultMaxResult (8 MiB). 0 means no limit of the layer's own (Redis
-// refuses values over its proto-max-bulk-len, 512 MB by default). A
-// negative n is an error.
-func WithMaxResult(n int) Option {
-	return func(l *Layer) error {
-		if n < 0 {
-			return fmt.Errorf("WithMaxResult(%d): negative (0 means no limit)", n)
-		}
-		l.maxResult = n
+		c.timeout = d
 		return nil
 	}
 }
 
 // WithReserveOrder sets the order of Reserve's commands. Default
 // [idem.OrderAdaptive]: GET first while most keys arrive already taken, the
-// claim first while most are new. [idem.OrderOneStatement] is
-// [idem.OrderClaimFirst] here. A value that is none of the idem.Order
-// constants is an error.
+// claim first while most are new. Every order is one round trip in Redis.
+// A value that is none of the idem.Order constants (sqllayer's own orders
+// included) is an error.
 func WithReserveOrder(o idem.ReserveOrder) Option {
-	return func(l *Layer) error {
-		if o > idem.OrderOneStatement {
-			return fmt.Errorf("WithReserveOrder(%d): not an idem.ReserveOrder", o)
+	return func(c *config) error {
+		if o > idem.OrderClaimFirst {
+			return fmt.Errorf("WithReserveOrder: give idem.OrderAdaptive, idem.OrderReadFirst or idem.OrderClaimFirst (got %d)", o)
 		}
-		l.order = o
+		c.order = o
 		return nil
 	}
 }

@@ -33,7 +33,7 @@ import (
 // retention compares with the lease; its lease lapses when Redis has
 // counted lease off that TTL (durations are rounded up to whole
 // milliseconds). lease and ttl must be positive, the fingerprint at most
-// MaxFingerprint bytes. A duplicate costs one read and no write.
+// idem.MaxFingerprint bytes. A duplicate costs one read and no write.
 //
 // Redis before 7.0 refuses NX with GET; the layer then uses reserve.lua for
 // every Reserve, still one round trip.
@@ -44,20 +44,18 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	if lease <= 0 || ttl <= 0 || millis(lease) > maxMillis || millis(ttl) > maxMillis {
 		return idem.Record{}, false, fmt.Errorf("redislayer: lease and ttl must be positive and below 31,000 years (lease %v, ttl %v)", lease, ttl)
 	}
-	if len(fingerprint) > MaxFingerprint {
-		return idem.Record{}, false, fmt.Errorf("redislayer: fingerprint of %d bytes, limit %d", len(fingerprint), MaxFingerprint)
+	if len(fingerprint) > idem.MaxFingerprint {
+		return idem.Record{}, false, fmt.Errorf("redislayer: fingerprint of %d bytes, limit idem.MaxFingerprint (%d)", len(fingerprint), idem.MaxFingerprint)
 	}
 	if err := ctx.Err(); err != nil {
 		return idem.Record{}, false, err
 	}
 	name := l.name(key)
 	arg := any(name) // boxed once for both commands of a pipeline
-	callCtx, cancel := l.bound(ctx)
-	defer cancel()
 	viaScript := l.scriptOnly.Load()
 	if !viaScript && l.readFirst() {
-		cmd := redis.NewStringCmd(callCtx, "get", arg)
-		pttl, err := l.afterPTTL(callCtx, arg, cmd)
+		cmd := redis.NewStringCmd(ctx, "get", arg)
+		pttl, err := l.afterPTTL(ctx, arg, cmd)
 		switch {
 		case isNil(err): // a new key: claim it below
 		case err != nil:
@@ -94,8 +92,8 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		err  error
 	)
 	if !viaScript {
-		cmd := redis.NewStringCmd(callCtx, "set", arg, claim, "px", ttlMs, "nx", "get")
-		pttl, err = l.afterPTTL(callCtx, arg, cmd)
+		cmd := redis.NewStringCmd(ctx, "set", arg, claim, "px", ttlMs, "nx", "get")
+		pttl, err = l.afterPTTL(ctx, arg, cmd)
 		v = cmd.Val()
 		if err != nil && !isNil(err) && redis.HasErrorPrefix(err, "syntax error") { // go-redis trims "ERR "
 			l.scriptOnly.Store(true) // Redis < 7.0: no NX with GET
@@ -106,7 +104,7 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	if scripted {
 		graceEnd := make([]byte, numWidth)
 		putNum(graceEnd, now+graceMs)
-		v, pttl, err = l.reserveScript(callCtx, name, claim, ttlMs, graceMs, graceEnd)
+		v, pttl, err = l.reserveScript(ctx, name, claim, ttlMs, graceMs, graceEnd)
 	}
 	if isNil(err) {
 		return claimed()

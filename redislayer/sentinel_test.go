@@ -30,14 +30,25 @@ func TestConformanceSentinel(t *testing.T) {
 	suites(t, h)
 }
 
-// Timings of TestSentinelFailover. The layer's timeout is short so that a
-// call caught by the switch fails fast; the bound leaves room for go-redis's
-// retries and a loaded machine. A call that outlives the bound would hang
-// a caller whose own deadline is far away.
+// Timings of TestSentinelFailover. The client's read and write timeouts
+// are short so that a call caught by the switch fails fast; the bound
+// leaves room for go-redis's retries and a loaded machine. A call that
+// outlives the bound would hang a caller whose own deadline is far away.
 const (
-	sentinelLayerTimeout = 2 * time.Second
-	sentinelCallBound    = 3 * sentinelLayerTimeout
+	sentinelClientTimeout = 2 * time.Second
+	sentinelCallBound     = 3 * sentinelClientTimeout
 )
+
+// sentinelClient returns a failover client of its own on rs whose round
+// trips last sentinelClientTimeout at most, closed when the test ends.
+func sentinelClient(t *testing.T, rs *testenv.RedisSentinel) *redis.Client {
+	t.Helper()
+	o := rs.FailoverOptions()
+	o.ReadTimeout, o.WriteTimeout = sentinelClientTimeout, sentinelClientTimeout
+	c := redis.NewFailoverClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
 
 // TestSentinelFailover moves the master under a layer in use, by SENTINEL
 // FAILOVER and by killing it, and checks that the same layer, on the same
@@ -60,8 +71,8 @@ func TestSentinelFailover(t *testing.T) {
 // promote the replica and returns it.
 func sentinelSwitch(t *testing.T, move func(*testenv.RedisSentinel, testing.TB) *testenv.RedisServer) {
 	rs := testenv.StartRedisSentinel(t)
-	c := rs.Client(t)
-	l := newLayer(t, c, redislayer.WithTimeout(sentinelLayerTimeout))
+	c := sentinelClient(t, rs)
+	l := newLayer(t, c)
 
 	const n = 10
 	var done, held, fresh [n]idem.Key
@@ -125,7 +136,7 @@ func sentinelSwitch(t *testing.T, move func(*testenv.RedisSentinel, testing.TB) 
 	// A client made now asks Sentinel and goes straight to the new master:
 	// it sees what the switched client wrote, so that went to the new master
 	// and not to the former one, whose writes Sentinel's conversion discards.
-	l2 := newLayer(t, rs.Client(t), redislayer.WithTimeout(sentinelLayerTimeout))
+	l2 := newLayer(t, sentinelClient(t, rs))
 	for i := range n {
 		for _, k := range []idem.Key{done[i], held[i], fresh[i]} {
 			rec, err := l2.Get(sentinelCtx(t), k)

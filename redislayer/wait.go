@@ -43,7 +43,8 @@ var errWaitClosed = fmt.Errorf("%w: redislayer: wait: %w", idem.ErrUnavailable, 
 // but those reads.
 //
 // Wait returns ctx's error when ctx ends first, idem.ErrUnavailable when a
-// read fails, and idem.ErrUnavailable wrapping idem.ErrClosed after Close.
+// read fails or outlasts WithTimeout, and idem.ErrUnavailable wrapping
+// idem.ErrClosed after Close.
 func (l *Layer) Wait(ctx context.Context, key idem.Key) (idem.Record, error) {
 	if key.IsZero() {
 		return idem.Record{}, idem.ErrInvalidKey

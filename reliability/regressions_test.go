@@ -15,7 +15,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
-	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -131,7 +130,7 @@ func TestCompletionKeptWhileTokenStillValid(t *testing.T) {
 }
 
 // TestTooLargeResultIsNotRunAgain: fn succeeded with a result larger
-// than the SQL layer stores (4 MiB by default; 1 KiB here). Complete fails
+// than the layers store (idem.MaxResult). Complete fails
 // with ErrTooLarge and the Store leaves the claim in progress: retries get
 // ErrInFlight until the lease lapses, then take the key over and run fn
 // again — on every retry, each a new execution of work that already
@@ -143,12 +142,12 @@ func TestCompletionKeptWhileTokenStillValid(t *testing.T) {
 func TestTooLargeResultIsNotRunAgain(t *testing.T) {
 	eachBackend(t, sharedBackend, func(t *testing.T, b *backend) {
 		const lease = 500 * time.Millisecond
-		opts := []nodeOption{withSQLOptions(sqllayer.WithMaxResult(1024)), withStore(tiered.WithLease(lease), tiered.WithWait(200*time.Millisecond))}
+		opts := []nodeOption{withStore(tiered.WithLease(lease), tiered.WithWait(200*time.Millisecond))}
 		k := newKey(t)
 		var runs atomic.Int64
 		fn := func(context.Context) ([]byte, error) {
 			runs.Add(1)
-			return []byte(strings.Repeat("x", 2048)), nil
+			return []byte(strings.Repeat("x", idem.MaxResult+1)), nil
 		}
 		if _, err := b.node(t, opts...).Do(t.Context(), k, "fp", fn); !errors.Is(err, idem.ErrTooLarge) {
 			t.Fatalf("first call: %v, want ErrTooLarge", err)

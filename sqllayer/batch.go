@@ -8,6 +8,15 @@ import (
 	"sync/atomic"
 )
 
+// MUST AGREE with the single statements. The batcher sends calls that
+// queue together in shared statements (batch_reserve.go, batch_complete.go,
+// batch_write.go); each call must get the answer its own statements
+// (reserve.go, owner.go) would have given it alone.
+// FuzzBatchAgreesWithSingle (batch_fuzz_test.go) compares the two on any
+// rounds of calls and runs under make test for a few seconds;
+// TestBatchedClaimsMixed and TestBatchedCompletionsMixed pin the cases. A
+// change to one side alone fails them: change both, or neither.
+
 // batchSlots is how many statements of one kind a Layer has in flight at
 // most when batching: one for whatever queued, the others only for full
 // batches.
@@ -69,11 +78,11 @@ const (
 // the connection, the claim lapses with its lease, as an unbatched claim
 // whose answer was lost does. A completion that had gone out stands.
 func WithBatchSize(n int) Option {
-	return func(l *Layer) error {
+	return func(c *config) error {
 		if n < 0 || n > maxBatchSize {
-			return fmt.Errorf("WithBatchSize(%d): want 0 (off) to %d", n, maxBatchSize)
+			return fmt.Errorf("WithBatchSize: give 0 (off) to %d calls per statement (got %d)", maxBatchSize, n)
 		}
-		l.batchSize = n
+		c.batchSize = n
 		return nil
 	}
 }

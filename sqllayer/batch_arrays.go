@@ -9,6 +9,13 @@ import (
 	"strings"
 )
 
+// MUST AGREE with the values the single statements bind: a column sent as
+// an array, binary or in its text form, carries each value byte for byte.
+// TestArrayTextForms and TestBatchesInTextForm pin the text forms;
+// FuzzBatchAgreesWithSingle (batch_fuzz_test.go) and
+// FuzzEventBatchAgreesWithSingle (batch_events_fuzz_test.go) compare
+// batched and single calls under make test.
+
 // Postgres batches send each column as one array argument. pgx's
 // database/sql driver binds Go slices as arrays itself, in binary; other
 // drivers get the array's text form, which the statement's cast parses.

@@ -11,6 +11,11 @@ import (
 	"github.com/idemkit/idem"
 )
 
+// MUST AGREE with Complete's own statements (owner.go): a batch of
+// completions answers each as Complete alone would, or leaves it to them.
+// FuzzBatchAgreesWithSingle (batch_fuzz_test.go) compares the two under
+// make test; TestBatchedCompletionsMixed pins the cases.
+
 // completion is one Complete's arguments in the form the statements take.
 type completion struct {
 	key    idem.Key
@@ -18,6 +23,16 @@ type completion struct {
 	token  []byte
 	result []byte
 	ttl    int64 // microseconds
+}
+
+// newCompletion returns Complete's arguments in the form the batched
+// statement takes.
+func newCompletion(key idem.Key, token string, result []byte, ttl time.Duration) *completion {
+	if result == nil {
+		result = []byte{}
+	}
+	d := key.Digest()
+	return &completion{key: key, digest: d[:], token: bin(token), result: result, ttl: micros(ttl)}
 }
 
 // completeOut is a batch's answer to one completion. again: the batch did
@@ -38,11 +53,7 @@ func (l *Layer) completeKey(ctx context.Context, key idem.Key, token string, res
 	if (l.completions == nil && l.writes == nil) || len(result) > maxBatchResult {
 		return alone().err
 	}
-	if result == nil {
-		result = []byte{}
-	}
-	d := key.Digest()
-	c := &completion{key: key, digest: d[:], token: bin(token), result: result, ttl: micros(ttl)}
+	c := newCompletion(key, token, result, ttl)
 	var (
 		out completeOut
 		ok  bool

@@ -12,6 +12,13 @@ import (
 	"github.com/uptrace/bun/dialect"
 )
 
+// MUST AGREE with MarkProcessed (events.go): MarkProcessedBatch calls an
+// event a duplicate exactly when MarkProcessed, called for each ID in
+// turn, would. FuzzEventBatchAgreesWithSingle (batch_events_fuzz_test.go)
+// compares them on any IDs under make test, with rows that live and rows
+// that expire; TestMarkProcessedBatchAgreesWithSingle pins the IDs every
+// encoding must carry.
+
 // MaxEventBatch is the most event IDs one statement of MarkProcessedBatch
 // carries; a longer batch is sent in chunks of this size.
 const MaxEventBatch = 500

@@ -5,6 +5,12 @@ import (
 	"strconv"
 )
 
+// MUST AGREE with the single Postgres statements (stmt_postgres.go):
+// FuzzBatchAgreesWithSingle (batch_fuzz_test.go) and
+// FuzzEventBatchAgreesWithSingle (batch_events_fuzz_test.go) compare them
+// under make test; TestPostgresBatchPlansLookUpEachKey holds their plans
+// to key lookups.
+
 // Postgres batched statements (see batch_stmt.go). Each column of a batch
 // is one array argument; unnest turns the arrays back into rows, in array
 // order, so that the keys are locked in the order the caller sorted them.

@@ -12,6 +12,11 @@ import (
 	"github.com/idemkit/idem"
 )
 
+// MUST AGREE with Reserve's own statements (reserve.go): a batch of claims
+// answers each as Reserve alone would, or leaves it to them.
+// FuzzBatchAgreesWithSingle (batch_fuzz_test.go) compares the two under
+// make test; TestBatchedClaimsMixed pins every state a claim can meet.
+
 // claimOut is a batch's answer to one claim. again: the batch could not
 // decide the key, and the caller runs Reserve's own statements.
 type claimOut struct {

@@ -8,6 +8,12 @@ import (
 	"github.com/uptrace/bun/dialect"
 )
 
+// MUST AGREE with the single statements (stmt_postgres.go,
+// stmt_mysql.go, stmt_sqlite.go): a batched statement decides each key as
+// the single ones decide it. FuzzBatchAgreesWithSingle (batch_fuzz_test.go)
+// and FuzzEventBatchAgreesWithSingle (batch_events_fuzz_test.go) compare
+// them under make test.
+
 // Batched statements. On Postgres each has one text whatever the number
 // of rows: a batch's column travels as one array argument and unnest turns
 // the arrays back into rows, so that pgx prepares the statement once per

@@ -183,7 +183,7 @@ func TestBatchedClaimsMixed(t *testing.T) {
 func TestBatchedCompletionsMixed(t *testing.T) {
 	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
 		b := setup(t, s)
-		l, _ := b.layer(t, sqllayer.WithBatchSize(64), sqllayer.WithMaxResult(4096))
+		l, _ := b.layer(t, sqllayer.WithBatchSize(64))
 		c := ctx(t)
 		claim := func(name string) (idem.Key, string) {
 			k := idem.NewKey("complete", testenv.Name(name))
@@ -225,7 +225,7 @@ func TestBatchedCompletionsMixed(t *testing.T) {
 		}
 		inFlight(t, l, 1, len(calls))
 		// A result over the limit fails alone, before anything is sent.
-		if err := l.Complete(c, kBig, tBig, make([]byte, 5000), time.Hour); !errors.Is(err, idem.ErrTooLarge) {
+		if err := l.Complete(c, kBig, tBig, make([]byte, idem.MaxResult+1), time.Hour); !errors.Is(err, idem.ErrTooLarge) {
 			t.Errorf("oversized result: %v, want ErrTooLarge", err)
 		}
 		open()

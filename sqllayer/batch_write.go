@@ -2,6 +2,11 @@ package sqllayer
 
 import "context"
 
+// MUST AGREE with Reserve's and Complete's own statements (reserve.go,
+// owner.go): on Postgres a batch of claims and completions answers each as
+// the call alone would. FuzzBatchAgreesWithSingle (batch_fuzz_test.go)
+// sends it mixed batches under make test.
+
 // On Postgres the claims and completions that queue together go out in
 // one statement (pgClaimAndComplete): one transaction, so that they share
 // one commit and one WAL flush. Two statements in flight at once, one of

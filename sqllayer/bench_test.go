@@ -32,7 +32,7 @@ var benchApp string
 
 // benchDB opens one pgx pool of 16 connections with fresh tables, and
 // returns it with a Layer in the default order (idem.OrderAdaptive), one in the
-// idem.OrderOneStatement order, and the records table.
+// sqllayer.OrderOneRoundTrip order, and the records table.
 func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, *sqllayer.Layer, string) {
 	b.Helper()
 	dsn, err := testenv.PostgresDSN()
@@ -60,7 +60,7 @@ func benchDB(b *testing.B) (*bun.DB, *sqllayer.Layer, *sqllayer.Layer, string) {
 	if err := l.Init(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	return db, l, must.Get(sqllayer.New(db, append(opts, sqllayer.WithReserveOrder(idem.OrderOneStatement))...))(b), names[0]
+	return db, l, must.Get(sqllayer.New(db, append(opts, sqllayer.WithReserveOrder(sqllayer.OrderOneRoundTrip))...))(b), names[0]
 }
 
 // parallel runs body at g goroutines: a plain loop for 1, RunParallel with
@@ -93,7 +93,7 @@ func newKey(scope string, i int64) idem.Key { return idem.NewKey(scope, fmt.Spri
 // BenchmarkReserveCompleteNewKey measures a whole first request on Postgres:
 // Reserve on a key never seen, then Complete with a 64-byte result.
 // "layer" is the Layer (idem.OrderAdaptive: on new keys it inserts first);
-// "one-statement" is a Layer in the idem.OrderOneStatement order (the claim-or-read
+// "one-statement" is a Layer in the sqllayer.OrderOneRoundTrip order (the claim-or-read
 // statement); "batched" is a Layer with WithBatchSize(64); "baseline" runs the two
 // statements such a request cannot do without, INSERT … ON CONFLICT DO
 // NOTHING and UPDATE … WHERE key AND token, on the same pool. At 64
@@ -148,7 +148,7 @@ func BenchmarkReserveCompleteNewKey(b *testing.B) {
 // BenchmarkReserveCompletedKey measures a duplicate on Postgres: Reserve on
 // one of 1,000 completed keys, which returns the stored 64-byte result.
 // "layer" is the Layer (idem.OrderAdaptive: on duplicates it reads first, one
-// SELECT); "one-statement" is a Layer in the idem.OrderOneStatement order (the
+// SELECT); "one-statement" is a Layer in the sqllayer.OrderOneRoundTrip order (the
 // claim-or-read statement); "select" is a raw primary-key SELECT of the
 // same row on the same pool, the least a duplicate can cost; "select-bun" is
 // that

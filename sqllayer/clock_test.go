@@ -6,63 +6,60 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/clock"
 	"github.com/idemkit/idem/internal/testkit/testenv"
-	"github.com/idemkit/idem/sqllayer"
 )
 
-// TestApplicationClockDecidesNothing: instances whose application clocks are
-// 5 minutes ahead of or behind the database's neither take a live lease over
-// early nor miss a lapsed one (they grant its grace, then take it over), and
-// see records expire when the database says.
+// TestApplicationClockDecidesNothing: with the application's clock 5
+// minutes ahead of or behind the database's, instances neither take a live
+// lease over early nor miss a lapsed one (they grant its grace, then take
+// it over), and see records expire when the database says. The layer reads
+// no application clock (it has no option for one): the skew is set on the
+// application's wall clock, package clock, through which any reading
+// compared with the database's would have to go.
 func TestApplicationClockDecidesNothing(t *testing.T) {
 	// Long enough that the check within the lease runs within it on a slow
 	// machine.
 	const lease = time.Second
-	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
-		b := setup(t, s)
-		owner, _ := b.layer(t)
-		skews := []time.Duration{5 * time.Minute, -5 * time.Minute}
-		skewed := make([]*sqllayer.Layer, len(skews))
-		keys := make([]idem.Key, len(skews))
-		first := make([]idem.Record, len(skews))
-		for i, skew := range skews {
-			skewed[i], _ = b.layer(t, sqllayer.WithClock(func() time.Time { return time.Now().Add(skew) }))
-			keys[i] = idem.NewKey("clock", testenv.Name(fmt.Sprint(i)))
-			var err error
-			if first[i], _, err = owner.Reserve(ctx(t), keys[i], "fp", lease, time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			rec, claimed, err := skewed[i].Reserve(ctx(t), keys[i], "fp", lease, time.Hour)
-			if err != nil || claimed || rec.State != idem.StateInProgress {
-				t.Fatalf("skew %v during the lease: claimed=%v err=%v, want the owner's claim", skew, claimed, err)
-			}
-		}
-		time.Sleep(2 * lease)
-		for i, l := range skewed {
-			rec, claimed, err := l.Reserve(ctx(t), keys[i], "fp", lease, time.Hour)
-			if err != nil || claimed || rec.State != idem.StateInProgress {
-				t.Fatalf("skew %v after the lease: claimed=%v err=%v, want the owner's grace", skews[i], claimed, err)
-			}
-		}
-		time.Sleep(lease) // past the grace, a quarter of the lease
-		const retention = 500 * time.Millisecond
-		for i, l := range skewed {
-			rec, claimed, err := l.Reserve(ctx(t), keys[i], "fp", lease, time.Hour)
-			if err != nil || !claimed || rec.Token == first[i].Token {
-				t.Fatalf("skew %v after the grace: claimed=%v err=%v, want a takeover", skews[i], claimed, err)
-			}
-			// Retention by the database's clock too.
-			if err := l.Complete(ctx(t), keys[i], rec.Token, []byte("ok"), retention); err != nil {
-				t.Fatal(err)
-			}
-		}
-		time.Sleep(2 * retention)
-		for i, l := range skewed {
-			if _, err := l.Get(ctx(t), keys[i]); err == nil {
-				t.Fatalf("skew %v: Get after the retention found the record", skews[i])
-			}
-		}
-	})
+	for _, skew := range []time.Duration{5 * time.Minute, -5 * time.Minute} {
+		t.Run(fmt.Sprint("skew", skew), func(t *testing.T) {
+			clock.Skew(skew)
+			t.Cleanup(func() { clock.Skew(0) })
+			allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
+				b := setup(t, s)
+				owner, _ := b.layer(t)
+				other, _ := b.layer(t)
+				k := idem.NewKey("clock", testenv.Name("k"))
+				first, _, err := owner.Reserve(ctx(t), k, "fp", lease, time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec, claimed, err := other.Reserve(ctx(t), k, "fp", lease, time.Hour)
+				if err != nil || claimed || rec.State != idem.StateInProgress {
+					t.Fatalf("during the lease: claimed=%v err=%v, want the owner's claim", claimed, err)
+				}
+				time.Sleep(2 * lease)
+				rec, claimed, err = other.Reserve(ctx(t), k, "fp", lease, time.Hour)
+				if err != nil || claimed || rec.State != idem.StateInProgress {
+					t.Fatalf("after the lease: claimed=%v err=%v, want the owner's grace", claimed, err)
+				}
+				time.Sleep(lease) // past the grace, a quarter of the lease
+				rec, claimed, err = other.Reserve(ctx(t), k, "fp", lease, time.Hour)
+				if err != nil || !claimed || rec.Token == first.Token {
+					t.Fatalf("after the grace: claimed=%v err=%v, want a takeover", claimed, err)
+				}
+				// Retention by the database's clock too.
+				const retention = 500 * time.Millisecond
+				if err := other.Complete(ctx(t), k, rec.Token, []byte("ok"), retention); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2 * retention)
+				if _, err := other.Get(ctx(t), k); err == nil {
+					t.Fatal("Get after the retention found the record")
+				}
+			})
+		})
+	}
 }
 
 // TestClaimTimesAreTheStoredOnes: the lease and expiry a claim, a grace and

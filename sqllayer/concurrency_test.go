@@ -56,7 +56,7 @@ func race(ls []*sqllayer.Layer, fn func(g int, l *sqllayer.Layer)) {
 // one claims it and every other sees the claim. Repeated on fresh keys, in
 // turn with each order of Reserve's statements.
 func TestEightInstancesOneKey(t *testing.T) {
-	orders := []idem.ReserveOrder{idem.OrderAdaptive, idem.OrderReadFirst, idem.OrderClaimFirst, idem.OrderOneStatement}
+	orders := []idem.ReserveOrder{idem.OrderAdaptive, idem.OrderReadFirst, idem.OrderClaimFirst, sqllayer.OrderOneRoundTrip}
 	servers(t, func(t *testing.T, s *testenv.SQL) {
 		b := setup(t, s)
 		var fleets [][]*sqllayer.Layer

@@ -40,10 +40,10 @@ func TestConformance(t *testing.T) {
 		r.name, r.batch = r.name+"-batched", 64
 		runs = append(runs, r)
 	}
-	for _, o := range []idem.ReserveOrder{idem.OrderReadFirst, idem.OrderClaimFirst, idem.OrderOneStatement} {
+	for _, o := range []idem.ReserveOrder{idem.OrderReadFirst, idem.OrderClaimFirst, sqllayer.OrderOneRoundTrip} {
 		runs = append(runs,
-			run{"postgres-" + o.String(), testenv.Postgres, o, 2, 0},
-			run{"mysql-" + o.String(), testenv.MySQL, o, 2, 0})
+			run{"postgres-" + orderName(o), testenv.Postgres, o, 2, 0},
+			run{"mysql-" + orderName(o), testenv.MySQL, o, 2, 0})
 	}
 	var wg sync.WaitGroup
 	for _, r := range runs {

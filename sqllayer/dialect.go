@@ -51,13 +51,13 @@ func (n names) validate(sqlite bool) error {
 	} {
 		switch {
 		case !tableName.MatchString(t.name):
-			errs = append(errs, fmt.Errorf("%s(%q): want letters, digits and underscores (at most 48), optionally after a schema and a dot", t.option, t.name))
+			errs = append(errs, fmt.Errorf("%s: give a name of letters, digits and underscores (at most 48), optionally after a schema and a dot (got %q)", t.option, t.name))
 		case sqlite && strings.Contains(t.name, "."):
-			errs = append(errs, fmt.Errorf("%s(%q): SQLite tables are not schema-qualified here", t.option, t.name))
+			errs = append(errs, fmt.Errorf("%s: give a name without a schema: SQLite tables are not schema-qualified here (got %q)", t.option, t.name))
 		}
 	}
 	if n.records == n.events || n.records == n.versions || n.events == n.versions {
-		errs = append(errs, fmt.Errorf("WithRecordsTable, WithEventsTable, WithVersionsTable: the three tables need three names, got %q, %q, %q", n.records, n.events, n.versions))
+		errs = append(errs, fmt.Errorf("WithRecordsTable, WithEventsTable, WithVersionsTable: give the three tables three names (got %q, %q, %q)", n.records, n.events, n.versions))
 	}
 	return errors.Join(errs...)
 }

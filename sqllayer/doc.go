@@ -35,8 +35,8 @@
 // stores INTEGER microseconds since the Unix epoch and compares with its own
 // unixepoch('subsec') (millisecond resolution). Durations travel as
 // microseconds. Instances whose clocks disagree therefore agree on every
-// lease. The application clock (WithClock) only times what the Observer
-// hears. An expired row is absent: Reserve, Get and every owner operation
+// lease: the layer reads no application clock, but to time what the
+// Observer hears. An expired row is absent: Reserve, Get and every owner operation
 // treat it so before the janitor deletes it.
 //
 // Every statement that reads a record returns beside it how long it has
@@ -68,7 +68,7 @@
 // SQLite always reads first, so that duplicates stay off its single write
 // lock. WithReserveOrder fixes the order.
 //
-// The [idem.OrderOneStatement] order (Postgres) makes every Reserve a single statement:
+// The [OrderOneRoundTrip] order (Postgres) makes every Reserve a single statement:
 // the INSERT sits in a WITH clause and a second branch returns the existing
 // row when the INSERT did nothing, one round trip for new keys and
 // duplicates alike, for a distant database. When that INSERT had to wait for
@@ -178,7 +178,8 @@
 // statement once per connection and runs it in one round trip with binary
 // arguments, where bun's formatting would inline arguments into a new text
 // that pgx's default mode prepares anew every time. bun's query hooks
-// therefore do not see these statements; use WithObserver. Batched
+// therefore do not see these statements; use the Observer (the Store's,
+// or one put on a call's context with idem.ContextWithObserver). Batched
 // statements on Postgres carry each column as one array argument: pgx's
 // driver binds Go slices as arrays, other drivers get the arrays' text
 // form (found by the driver's package, without importing it). On MySQL bun
@@ -199,7 +200,7 @@
 // inserted, 2 updated, 0 unchanged) and needs the driver's default
 // clientFoundRows=false. Results travel as hexadecimal literals: the
 // server's max_allowed_packet must exceed twice the largest result (the
-// default 16 MiB of MariaDB fits DefaultMaxResult). Concurrent first
+// default 16 MiB of MariaDB fits idem.MaxResult). Concurrent first
 // deliveries of one sync record can deadlock in InnoDB: run AdvanceVersion
 // inside RunInTx, which runs the transaction again. Set timeouts in the DSN
 // (timeout, readTimeout and writeTimeout of go-sql-driver/mysql): bun's MySQL

@@ -17,14 +17,14 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/mix"
-	"github.com/idemkit/idem/internal/observe"
+	"github.com/idemkit/idem/internal/option"
 )
 
 var _ idem.Layer = (*Layer)(nil)
 
-// maxFingerprint is the longest fingerprint a record stores (the MySQL column
-// is VARBINARY(1024)). Fingerprints are digests, far shorter.
-const maxFingerprint = 1024
+// maxFingerprint is the longest fingerprint a record stores: the MySQL
+// column is VARBINARY(idem.MaxFingerprint).
+const maxFingerprint = idem.MaxFingerprint
 
 // maxID is the longest consumer, event ID, source or external ID (the MySQL
 // columns are VARBINARY(255)).
@@ -49,12 +49,9 @@ type Layer struct {
 	// SQLite. ExpiresIn is rounded down by it.
 	resolution time.Duration
 
-	names     names
-	maxResult int
-	retries   int
-	now       func() time.Time
-	obs       idem.Observer
-	eventTTL  time.Duration
+	names    names
+	retries  int
+	eventTTL time.Duration
 
 	// batchSize is the most calls one batched statement carries; 0: off.
 	batchSize   int
@@ -83,26 +80,12 @@ type Layer struct {
 // table name, a negative limit…) make New fail with one error that names
 // each fault and wraps idem.ErrConfig.
 func New(db *bun.DB, opts ...Option) (*Layer, error) {
-	l := &Layer{
-		db:        db,
-		names:     names{DefaultRecordsTable, DefaultEventsTable, DefaultVersionsTable},
-		maxResult: DefaultMaxResult,
-		retries:   DefaultRetries,
-		now:       time.Now,
-		eventTTL:  DefaultEventRetention,
-	}
-	var errs []error
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(l); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	c := defaults()
+	errs := option.Apply(&c, opts)
+	l := &Layer{db: db, names: c.names, retries: c.retries, order: c.order, eventTTL: c.eventTTL, batchSize: c.batchSize}
 	var st stmts
 	if db == nil {
-		errs = append(errs, errors.New("nil *bun.DB"))
+		errs = append(errs, errors.New("New: give a *bun.DB (got nil)"))
 	} else {
 		l.dialect = db.Dialect().Name()
 		switch l.dialect {
@@ -118,12 +101,12 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 			// close unless the DSN sets interpolateParams.
 			st, l.resolution = mysqlStmts, time.Microsecond
 		default:
-			errs = append(errs, fmt.Errorf("unsupported dialect %s (want pg, mysql or sqlite)", l.dialect))
+			errs = append(errs, fmt.Errorf("New: give a *bun.DB of dialect pg, mysql or sqlite (got %s)", l.dialect))
 		}
 	}
 	errs = append(errs, l.names.validate(l.sqlite))
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: sqllayer: %w", idem.ErrConfig, err)
+	if err := option.Refuse("sqllayer", errs...); err != nil {
+		return nil, err
 	}
 	l.st = st.build(l.names, l.native)
 	l.bst = newBatchStmts(l.dialect, l.names, l.native)
@@ -139,7 +122,7 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 	}
 	var err error
 	if l.schema, err = schema(l.dialect, l.names); err != nil {
-		return nil, fmt.Errorf("%w: %w", idem.ErrConfig, err)
+		return nil, option.Refuse("sqllayer", err)
 	}
 	return l, nil
 }
@@ -279,12 +262,11 @@ func pause(ctx context.Context, attempt int) error {
 	}
 }
 
+// observe reports e to the observer of the call's context: the Store's,
+// handed down with each call it makes, or the one a caller of the layer
+// itself puts there.
 func (l *Layer) observe(ctx context.Context, e idem.Event) {
-	o := l.obs
-	if o == nil {
-		o = observe.FromContext(ctx) // the Store's, handed down with the call
-	}
-	if o != nil {
+	if o := idem.ObserverFrom(ctx); o != nil {
 		e.Tier = idem.TierSQL
 		o.Observe(ctx, e)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 	"go.uber.org/goleak"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
@@ -71,6 +72,14 @@ func (b *backend) layer(t *testing.T, opts ...sqllayer.Option) (*sqllayer.Layer,
 		db.SetMaxOpenConns(cmp.Or(b.conns, 8))
 	}
 	return must.Get(sqllayer.New(db, append(append([]sqllayer.Option(nil), b.opts...), opts...)...))(t), db
+}
+
+// orderName names o in a subtest's name, the layer's own order included.
+func orderName(o idem.ReserveOrder) string {
+	if o == sqllayer.OrderOneRoundTrip {
+		return "one-round-trip"
+	}
+	return o.String()
 }
 
 // ctx returns a context bounded well inside the test timeout.

@@ -8,11 +8,12 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/testenv"
-	"github.com/idemkit/idem/sqllayer"
 )
 
-// A claim that takes over an expired lease is reported to the observer, so
-// operators can count crashed or stalled owners.
+// A claim that takes over an expired lease is reported to the observer of
+// the call's context (a Store hands its own down so; a caller of the layer
+// itself puts its own there), so operators can count crashed or stalled
+// owners.
 func TestObserverSeesTakeover(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
 		b := setup(t, s)
@@ -22,23 +23,24 @@ func TestObserverSeesTakeover(t *testing.T) {
 				takeovers.Add(1)
 			}
 		})
-		l, _ := b.layer(t, sqllayer.WithObserver(obs))
+		l, _ := b.layer(t)
+		observed := func(t *testing.T) context.Context { return idem.ContextWithObserver(ctx(t), obs) }
 		k := idem.NewKey("observer", testenv.Name("k"))
-		if _, claimed, err := l.Reserve(ctx(t), k, "fp", 300*time.Millisecond, time.Hour); err != nil || !claimed {
+		if _, claimed, err := l.Reserve(observed(t), k, "fp", 300*time.Millisecond, time.Hour); err != nil || !claimed {
 			t.Fatalf("first claim: %v, %v", claimed, err)
 		}
 		if takeovers.Load() != 0 {
 			t.Fatal("a first claim was reported as a takeover")
 		}
 		time.Sleep(700 * time.Millisecond)
-		if _, claimed, err := l.Reserve(ctx(t), k, "fp", 300*time.Millisecond, time.Hour); err != nil || claimed {
+		if _, claimed, err := l.Reserve(observed(t), k, "fp", 300*time.Millisecond, time.Hour); err != nil || claimed {
 			t.Fatalf("Reserve after the lease: %v, %v, want the owner's grace", claimed, err)
 		}
 		if takeovers.Load() != 0 {
 			t.Fatal("a grace was reported as a takeover")
 		}
 		time.Sleep(300 * time.Millisecond) // past the grace
-		if _, claimed, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour); err != nil || !claimed {
+		if _, claimed, err := l.Reserve(observed(t), k, "fp", time.Minute, time.Hour); err != nil || !claimed {
 			t.Fatalf("claim after the grace: %v, %v", claimed, err)
 		}
 		if n := takeovers.Load(); n != 1 {

@@ -1,7 +1,6 @@
 package sqllayer
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,8 +15,6 @@ const (
 	DefaultEventsTable = "processed_events"
 	// DefaultVersionsTable is the table of sync-job versions.
 	DefaultVersionsTable = "sync_versions"
-	// DefaultMaxResult is the largest result Complete accepts: 4 MiB.
-	DefaultMaxResult = 4 << 20
 	// DefaultRetries is how many times a statement that lost a deadlock or a
 	// serialization conflict is run again.
 	DefaultRetries = 3
@@ -26,9 +23,41 @@ const (
 	DefaultEventRetention = 7 * 24 * time.Hour
 )
 
-// Option configures a Layer. Options are applied by New after the defaults;
-// an option given nonsense makes New fail.
-type Option func(*Layer) error
+// OrderOneRoundTrip is an order of Reserve's statements that only this
+// layer has, for a database far from the application: every Reserve costs
+// one round trip, for a new key and a duplicate alike, at a higher server
+// cost than the other orders (on a 2-core machine a duplicate cost about
+// twice a SELECT in the server's processor time). It is Postgres's: one
+// statement that inserts or, when the key is taken, returns the existing
+// row (see the package documentation). On MySQL and SQLite it is
+// idem.OrderClaimFirst. Give it to WithReserveOrder.
+const OrderOneRoundTrip = idem.OrderClaimFirst + 1
+
+// Option configures a Layer. Options apply in order over the defaults; an
+// option given nonsense makes New fail.
+//
+// The layer has no timeout of its own, nor a result limit of its own: each
+// call lasts as long as its caller's context lets it (a tiered.Store bounds
+// each call it makes with its WithTimeouts), and a result over
+// idem.MaxResult is refused, as by every layer. Nor does it read the
+// application's clock: leases and expiries are the database's.
+type Option func(*config) error
+
+type config struct {
+	names     names
+	retries   int
+	order     idem.ReserveOrder
+	eventTTL  time.Duration
+	batchSize int
+}
+
+func defaults() config {
+	return config{
+		names:    names{DefaultRecordsTable, DefaultEventsTable, DefaultVersionsTable},
+		retries:  DefaultRetries,
+		eventTTL: DefaultEventRetention,
+	}
+}
 
 // WithRecordsTable names the table of idempotency records. Default
 // DefaultRecordsTable. A name is an unquoted identifier of letters, digits and
@@ -36,36 +65,20 @@ type Option func(*Layer) error
 // SQLite); any other name, or a name another table has, is an error from
 // New.
 func WithRecordsTable(name string) Option {
-	return func(l *Layer) error { l.names.records = name; return nil }
+	return func(c *config) error { c.names.records = name; return nil }
 }
 
 // WithEventsTable names the table of processed queue events used by InTx and
 // MarkProcessed. Default DefaultEventsTable. Same rules as WithRecordsTable.
 func WithEventsTable(name string) Option {
-	return func(l *Layer) error { l.names.events = name; return nil }
+	return func(c *config) error { c.names.events = name; return nil }
 }
 
 // WithVersionsTable names the table of sync-job versions used by
 // AdvanceVersion. Default DefaultVersionsTable. Same rules as
 // WithRecordsTable.
 func WithVersionsTable(name string) Option {
-	return func(l *Layer) error { l.names.versions = name; return nil }
-}
-
-// WithMaxResult sets the largest result Complete and CompleteTx accept, in
-// bytes; a larger one gives idem.ErrTooLarge before anything is sent.
-// Default DefaultMaxResult (4 MiB). 0 means no limit of the layer's own (the
-// server's limits still apply); a negative n is an error. On MySQL a result
-// travels as a hexadecimal literal, so the server's max_allowed_packet must
-// exceed twice this limit.
-func WithMaxResult(n int) Option {
-	return func(l *Layer) error {
-		if n < 0 {
-			return fmt.Errorf("WithMaxResult(%d): negative (0 means no limit)", n)
-		}
-		l.maxResult = n
-		return nil
-	}
+	return func(c *config) error { c.names.versions = name; return nil }
 }
 
 // WithRetries sets how many times a statement the database aborted to resolve
@@ -75,51 +88,27 @@ func WithMaxResult(n int) Option {
 // DefaultRetries (3). 0 means no retries: the first conflict is the
 // caller's. A negative n is an error.
 func WithRetries(n int) Option {
-	return func(l *Layer) error {
+	return func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("WithRetries(%d): negative (0 means no retries)", n)
+			return fmt.Errorf("WithRetries: give 0 or more retries, 0 for none (got %d)", n)
 		}
-		l.retries = n
+		c.retries = n
 		return nil
 	}
-}
-
-// WithClock sets the application clock. Default time.Now; nil is an error.
-// The layer uses it only to measure durations it reports to the Observer:
-// every lease and expiry is decided by the database's clock, so an
-// application clock that is off changes no decision.
-func WithClock(now func() time.Time) Option {
-	return func(l *Layer) error {
-		if now == nil {
-			return errors.New("WithClock(nil): a layer needs a clock")
-		}
-		l.now = now
-		return nil
-	}
-}
-
-// WithObserver sets an observer of the layer's own events: EventTakeover when
-// Reserve takes over an expired claim, EventGrace when it gives a lapsed one
-// its grace, EventTierError when the janitor fails. Default none, and nil is
-// none: the layer reports to the observer of each call's context, which is
-// how a tiered.Store hands down its own (tiered.WithObserver); set this only
-// for a layer used without a Store.
-func WithObserver(o idem.Observer) Option {
-	return func(l *Layer) error { l.obs = o; return nil }
 }
 
 // WithReserveOrder sets the order of Reserve's statements. Default
 // [idem.OrderAdaptive]: read first while most keys arrive already taken,
 // insert first while most are new. SQLite always reads first: a conflicting
-// INSERT would take its single write lock. [idem.OrderOneStatement] is
-// Postgres's claim-or-read in one statement (see the package documentation).
-// A value that is none of the idem.Order constants is an error.
+// INSERT would take its single write lock. [OrderOneRoundTrip] is this
+// layer's own, for a distant Postgres. A value that is none of the
+// idem.Order constants nor OrderOneRoundTrip is an error.
 func WithReserveOrder(o idem.ReserveOrder) Option {
-	return func(l *Layer) error {
-		if o > idem.OrderOneStatement {
-			return fmt.Errorf("WithReserveOrder(%d): not an idem.ReserveOrder", o)
+	return func(c *config) error {
+		if o > OrderOneRoundTrip {
+			return fmt.Errorf("WithReserveOrder: give idem.OrderAdaptive, idem.OrderReadFirst, idem.OrderClaimFirst or sqllayer.OrderOneRoundTrip (got %d)", o)
 		}
-		l.order = o
+		c.order = o
 		return nil
 	}
 }
@@ -130,11 +119,11 @@ func WithReserveOrder(o idem.ReserveOrder) Option {
 // broker's redelivery window. It cannot be zero: 0 or a negative d is an
 // error.
 func WithEventRetention(d time.Duration) Option {
-	return func(l *Layer) error {
+	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("WithEventRetention(%v): must be positive", d)
+			return fmt.Errorf("WithEventRetention: give a positive retention, longer than the broker's redelivery window (got %v)", d)
 		}
-		l.eventTTL = d
+		c.eventTTL = d
 		return nil
 	}
 }

@@ -23,7 +23,7 @@ func TestAdaptiveOrderFollowsTheWorkload(t *testing.T) {
 	}{
 		{&Layer{order: idem.OrderReadFirst}, true},
 		{&Layer{order: idem.OrderClaimFirst}, false},
-		{&Layer{order: idem.OrderOneStatement}, false},
+		{&Layer{order: OrderOneRoundTrip}, false},
 		{&Layer{order: idem.OrderClaimFirst, sqlite: true}, true},
 	} {
 		if got := tc.l.readFirst(); got != tc.want {

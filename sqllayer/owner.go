@@ -43,8 +43,8 @@ func (l *Layer) checkComplete(ctx context.Context, key idem.Key, result []byte, 
 	if err := l.check(ctx, key); err != nil {
 		return err
 	}
-	if l.maxResult > 0 && len(result) > l.maxResult {
-		return fmt.Errorf("%w: %d bytes, limit %d", idem.ErrTooLarge, len(result), l.maxResult)
+	if len(result) > idem.MaxResult {
+		return fmt.Errorf("%w: %d bytes, limit idem.MaxResult (%d)", idem.ErrTooLarge, len(result), idem.MaxResult)
 	}
 	if ttl <= 0 {
 		return fmt.Errorf("sqllayer: ttl must be positive (%v)", ttl)

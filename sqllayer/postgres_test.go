@@ -11,12 +11,12 @@ import (
 // TestPostgresInsertThatWaitedReadsAgain: a Reserve whose INSERT waited for
 // a concurrent, uncommitted claim of the same key reports, once that claim
 // commits, the winner's record: it neither claims nor fails. In the
-// idem.OrderOneStatement order this pins the trap of the claim-or-read statement,
+// sqllayer.OrderOneRoundTrip order this pins the trap of the claim-or-read statement,
 // whose read branch uses the snapshot taken before the wait and finds
 // nothing: the layer must read again in a new statement.
 func TestPostgresInsertThatWaitedReadsAgain(t *testing.T) {
-	for _, order := range []idem.ReserveOrder{idem.OrderReadFirst, idem.OrderClaimFirst, idem.OrderOneStatement} {
-		t.Run(order.String(), func(t *testing.T) {
+	for _, order := range []idem.ReserveOrder{idem.OrderReadFirst, idem.OrderClaimFirst, sqllayer.OrderOneRoundTrip} {
+		t.Run(orderName(order), func(t *testing.T) {
 			insertThatWaited(t, sqllayer.WithReserveOrder(order))
 		})
 	}

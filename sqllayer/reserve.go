@@ -64,8 +64,18 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	if len(fingerprint) > maxFingerprint {
 		return idem.Record{}, false, fmt.Errorf("sqllayer: fingerprint of %d bytes, limit %d", len(fingerprint), maxFingerprint)
 	}
+	rec, claimed, err := l.claimKey(ctx, l.newClaim(key, fingerprint, lease, ttl))
+	if err != nil {
+		return idem.Record{}, false, l.wrap("reserve", err)
+	}
+	return rec, claimed, nil
+}
+
+// newClaim returns Reserve's arguments in the form the statements take,
+// batched or not.
+func (l *Layer) newClaim(key idem.Key, fingerprint string, lease, ttl time.Duration) *claim {
 	d := key.Digest()
-	c := &claim{
+	return &claim{
 		key:    key,
 		digest: d[:],
 		scope:  l.text(label(key.Scope())),
@@ -74,11 +84,6 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 		lease:  micros(lease),
 		expiry: claimLife(micros(lease), micros(ttl)),
 	}
-	rec, claimed, err := l.claimKey(ctx, c)
-	if err != nil {
-		return idem.Record{}, false, l.wrap("reserve", err)
-	}
-	return rec, claimed, nil
 }
 
 // graceOf is the grace, in microseconds, that a Reserve passing a lease of
@@ -118,7 +123,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 		if !found {
 			token = idem.NewToken()
 			switch {
-			case l.dialect == dialect.PG && l.order == idem.OrderOneStatement:
+			case l.dialect == dialect.PG && l.order == OrderOneRoundTrip:
 				// Claim, or read the claim that beat this one, in one statement.
 				found, err = queryOne(ctx, q, l.st.claimOrRead, c.args(token, nil), r.dest()...)
 				if err == nil && found && r.claimed {
@@ -170,12 +175,12 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 		if token == "" {
 			token = idem.NewToken()
 		}
-		start := l.now()
+		start := time.Now()
 		if record, ok, err = l.takeover(ctx, q, c, token, r.token); err != nil || ok {
 			if ok {
 				// An expired completed record is gone, not taken over.
 				record.TookOver = inProgress(r.state)
-				l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key, Duration: l.now().Sub(start)})
+				l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key, Duration: time.Since(start)})
 			}
 			return record, ok, err
 		}

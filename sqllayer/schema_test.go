@@ -195,16 +195,24 @@ func TestInvalidConfiguration(t *testing.T) {
 		}
 	}
 	_, err := sqllayer.New(nil,
-		sqllayer.WithMaxResult(-1), sqllayer.WithRetries(-1), sqllayer.WithClock(nil),
-		sqllayer.WithReserveOrder(idem.OrderOneStatement+1), sqllayer.WithEventRetention(0),
+		sqllayer.WithRetries(-1), sqllayer.WithBatchSize(-1),
+		sqllayer.WithReserveOrder(sqllayer.OrderOneRoundTrip+1), sqllayer.WithEventRetention(0),
 		sqllayer.WithVersionsTable("a b"),
 	)
 	if !errors.Is(err, idem.ErrConfig) {
 		t.Fatalf("New with nonsense: %v, want ErrConfig", err)
 	}
-	for _, name := range []string{"nil *bun.DB", "WithMaxResult", "WithRetries", "WithClock", "WithReserveOrder", "WithEventRetention", "WithVersionsTable"} {
-		if !strings.Contains(err.Error(), name) {
-			t.Errorf("the error does not name %s: %v", name, err)
+	// The package once, then each fault on a line of its own: the option
+	// at fault and what to give instead.
+	want := []string{"idem: configuration error: sqllayer: WithRetries: give ", "WithBatchSize: give ", "WithReserveOrder: give ",
+		"WithEventRetention: give ", "New: give a *bun.DB", "WithVersionsTable: give "}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("the error has %d lines, want %d: %v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d of the error is %q, want it to start %q", i, lines[i], w)
 		}
 	}
 	l := must.Get(sqllayer.New(db))(t)
@@ -228,20 +236,22 @@ func TestInvalidConfiguration(t *testing.T) {
 	}
 }
 
-// TestMaxResult: a result over the limit is refused with idem.ErrTooLarge
-// and the claim stays the owner's.
+// TestMaxResult: a result over idem.MaxResult is refused with
+// idem.ErrTooLarge and the claim stays the owner's; one of idem.MaxResult
+// bytes is kept.
 func TestMaxResult(t *testing.T) {
 	b := setup(t, testenv.SQLiteMemory(t))
-	l, _ := b.layer(t, sqllayer.WithMaxResult(4))
+	l, _ := b.layer(t)
 	k := idem.NewKey("", "max")
 	rec, _, err := l.Reserve(ctx(t), k, "fp", time.Minute, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Complete(ctx(t), k, rec.Token, []byte("12345"), time.Hour); !errors.Is(err, idem.ErrTooLarge) {
+	over := make([]byte, idem.MaxResult+1)
+	if err := l.Complete(ctx(t), k, rec.Token, over, time.Hour); !errors.Is(err, idem.ErrTooLarge) {
 		t.Fatalf("Complete over the limit: %v, want ErrTooLarge", err)
 	}
-	if err := l.Complete(ctx(t), k, rec.Token, []byte("1234"), time.Hour); err != nil {
+	if err := l.Complete(ctx(t), k, rec.Token, over[:idem.MaxResult], time.Hour); err != nil {
 		t.Fatalf("Complete at the limit: %v", err)
 	}
 }

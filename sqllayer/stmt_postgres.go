@@ -15,7 +15,7 @@ package sqllayer
 // fifth of its time. State 3 is an in-progress record in its grace (see
 // grace below).
 //
-// pgClaimOrRead is Reserve's single statement in the idem.OrderOneStatement order: the
+// pgClaimOrRead is Reserve's single statement in the OrderOneRoundTrip order: the
 // INSERT … ON CONFLICT DO NOTHING claims a free key; when it conflicts, the
 // second branch returns the existing row with the database's verdict on its
 // expiry (how long it has left) and lease. When the INSERT had to wait for

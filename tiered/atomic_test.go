@@ -164,10 +164,10 @@ func TestAtomicEndings(t *testing.T) {
 			name: "returns a result too large to keep",
 			fn: func(charge func(context.Context) error) tiered.Func {
 				return func(ctx context.Context) ([]byte, error) {
-					return []byte(strings.Repeat("x", sqllayer.DefaultMaxResult+1)), charge(ctx)
+					return []byte(strings.Repeat("x", idem.MaxResult+1)), charge(ctx)
 				}
 			},
-			value: strings.Repeat("x", sqllayer.DefaultMaxResult+1), errs: []error{tiered.ErrNotReplayable}, committed: true,
+			value: strings.Repeat("x", idem.MaxResult+1), errs: []error{tiered.ErrNotReplayable}, committed: true,
 		},
 	}
 	eachAtomicRig(t, func(t *testing.T, r *atomicRig) {

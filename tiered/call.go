@@ -9,7 +9,6 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/deadline"
 	"github.com/idemkit/idem/internal/flight"
-	"github.com/idemkit/idem/internal/observe"
 )
 
 // call is one execution of a key and fingerprint in this process: what the
@@ -98,7 +97,7 @@ func (c *call) lead() {
 	if c.s.obs != nil {
 		// The layers report what only they see (a takeover, a grace) to the
 		// Store's observer through the context of each call.
-		c.ctx = observe.NewContext(c.ctx, c.s.obs)
+		c.ctx = idem.ContextWithObserver(c.ctx, c.s.obs)
 	}
 	defer c.part.leave(c)
 	c.out = c.execute()

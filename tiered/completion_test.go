@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
-	"github.com/idemkit/idem/memlayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -21,7 +20,7 @@ import (
 func TestTooLargeResultIsNotReplayable(t *testing.T) {
 	for _, mode := range []string{"sql", "redis"} {
 		t.Run(mode, func(t *testing.T) {
-			layer := newMem(t, memlayer.WithMaxResult(1024))
+			layer := newMem(t)
 			opt := tiered.WithSQL(layer)
 			if mode == "redis" {
 				opt = tiered.WithRedis(layer)
@@ -33,10 +32,10 @@ func TestTooLargeResultIsNotReplayable(t *testing.T) {
 			var runs atomic.Int64
 			fn := func(context.Context) ([]byte, error) {
 				runs.Add(1)
-				return []byte(strings.Repeat("x", 2048)), nil
+				return []byte(strings.Repeat("x", idem.MaxResult+1)), nil
 			}
 			r, err := a.Do(t.Context(), k, "fp", fn)
-			if !errors.Is(err, tiered.ErrNotReplayable) || !errors.Is(err, idem.ErrTooLarge) || len(r.Value) != 2048 {
+			if !errors.Is(err, tiered.ErrNotReplayable) || !errors.Is(err, idem.ErrTooLarge) || len(r.Value) != idem.MaxResult+1 {
 				t.Fatalf("owner: %d bytes, %v; want the value and ErrNotReplayable", len(r.Value), err)
 			}
 			time.Sleep(2 * lease) // past any lease: nothing may take the key over

@@ -20,9 +20,10 @@ const (
 	// DefaultWait is how long a duplicate waits for an in-flight owner
 	// before it gets idem.ErrInFlight.
 	DefaultWait = 10 * time.Second
-	// DefaultRedisTimeout bounds each Redis call made by the Store. It is
-	// redislayer's own default, so that a call through a layer left at its
-	// defaults carries one deadline (and one timer) rather than two.
+	// DefaultRedisTimeout bounds each Redis call made by the Store. Redis
+	// answers a local call in well under a millisecond; 250 ms is long
+	// enough for a busy server across a network and short enough that a
+	// dead or paused Redis costs a request little before SQL decides alone.
 	DefaultRedisTimeout = 250 * time.Millisecond
 	// DefaultSQLTimeout bounds each SQL call made by the Store.
 	DefaultSQLTimeout = 5 * time.Second
@@ -39,7 +40,9 @@ const (
 	DefaultCacheTTL   = time.Minute
 )
 
-// Option configures a Store. An option given nonsense makes New fail.
+// Option configures a Store. Options apply in order over the defaults; an
+// option given nonsense makes New fail, with an error that says, under the
+// option's name, what to give instead.
 type Option func(*config) error
 
 type config struct {
@@ -83,7 +86,7 @@ func defaults() config {
 func WithRedis(l idem.Layer) Option {
 	return func(c *config) error {
 		if l == nil {
-			return errors.New("WithRedis(nil): leave the option out for no Redis tier")
+			return errors.New("WithRedis: give a layer, or leave the option out for no Redis tier (got nil)")
 		}
 		c.redis = l
 		return nil
@@ -96,7 +99,7 @@ func WithRedis(l idem.Layer) Option {
 func WithSQL(l idem.Layer) Option {
 	return func(c *config) error {
 		if l == nil {
-			return errors.New("WithSQL(nil): leave the option out for no SQL tier")
+			return errors.New("WithSQL: give a layer, or leave the option out for no SQL tier (got nil)")
 		}
 		c.sql = l
 		return nil
@@ -110,7 +113,7 @@ func WithSQL(l idem.Layer) Option {
 func WithLease(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 3*time.Millisecond {
-			return fmt.Errorf("WithLease(%v): shorter than 3ms", d)
+			return fmt.Errorf("WithLease: give a lease of 3ms or more (got %v)", d)
 		}
 		c.lease = d
 		return nil
@@ -123,7 +126,7 @@ func WithLease(d time.Duration) Option {
 func WithRetention(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("WithRetention(%v): must be positive", d)
+			return fmt.Errorf("WithRetention: give a positive retention, 24h to 72h for client retries (got %v)", d)
 		}
 		c.retention = d
 		return nil
@@ -136,7 +139,7 @@ func WithRetention(d time.Duration) Option {
 func WithWait(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("WithWait(%v): negative (0 means do not wait)", d)
+			return fmt.Errorf("WithWait: give 0 (do not wait) or more (got %v)", d)
 		}
 		c.wait = d
 		return nil
@@ -149,22 +152,25 @@ func WithWait(d time.Duration) Option {
 // within a sixteenth of the timeout of each other share one deadline, and
 // so one timer.
 //
-// 0 means no bound of the Store's own on that tier: a call then lasts as
-// long as the layer lets it (redislayer's WithTimeout, the database pool's
-// and driver's timeouts). The risk is the Store's: a hung Redis is no
-// longer skipped in time (each call waits for the layer to give up), a
-// hung database holds a request as long as it hangs, and a result the
-// Store puts into Redis may outlive its SQL record by as long as the call
-// took to arrive. The attempts that renew a lease or store a completion
+// A call's timeout belongs to whoever makes the call: these bound every
+// call the Store makes to a tier, and no layer bounds them again (the
+// Redis layer's own timeout, redislayer.WithTimeout, bounds only the round
+// trips it makes itself inside a Wait). 0 means no bound of the Store's: a
+// call then lasts as long as the client or the database pool and driver
+// let it (go-redis's ReadTimeout and WriteTimeout, the DSN's timeouts).
+// The risk is the Store's: a hung Redis is no longer skipped in time (each
+// call waits for the client to give up), a hung database holds a request
+// as long as it hangs, and a result the Store puts into Redis may outlive
+// its SQL record by as long as the call took to arrive. The attempts that renew a lease or store a completion
 // stay bounded by lease/8 either way. A negative timeout is an error.
 func WithTimeouts(redis, sql time.Duration) Option {
 	return func(c *config) error {
 		var errs []error
 		if redis < 0 {
-			errs = append(errs, fmt.Errorf("WithTimeouts: redis timeout %v is negative (0 means no bound of the Store's own)", redis))
+			errs = append(errs, fmt.Errorf("WithTimeouts: give a Redis timeout of 0 (no bound of the Store's own) or more (got %v)", redis))
 		}
 		if sql < 0 {
-			errs = append(errs, fmt.Errorf("WithTimeouts: sql timeout %v is negative (0 means no bound of the Store's own)", sql))
+			errs = append(errs, fmt.Errorf("WithTimeouts: give a SQL timeout of 0 (no bound of the Store's own) or more (got %v)", sql))
 		}
 		if len(errs) > 0 {
 			return errors.Join(errs...)
@@ -185,11 +191,11 @@ func WithRedisFallback(failures int, cooldown time.Duration) Option {
 	return func(c *config) error {
 		switch {
 		case failures < 0:
-			return fmt.Errorf("WithRedisFallback(%d, %v): negative failures (0 means never switch Redis off)", failures, cooldown)
+			return fmt.Errorf("WithRedisFallback: give 0 failures (never switch Redis off) or more (got %d)", failures)
 		case cooldown < 0:
-			return fmt.Errorf("WithRedisFallback(%d, %v): negative cool-down", failures, cooldown)
+			return fmt.Errorf("WithRedisFallback: give a cool-down of 0 or more (got %v)", cooldown)
 		case failures > 0 && cooldown == 0:
-			return fmt.Errorf("WithRedisFallback(%d, %v): a cool-down of 0 would switch Redis on again at once", failures, cooldown)
+			return fmt.Errorf("WithRedisFallback: give a positive cool-down, or 0 failures: a cool-down of 0 would switch Redis on again at once (got %d, %v)", failures, cooldown)
 		}
 		c.redisFailures, c.redisCooldown = failures, cooldown
 		return nil
@@ -209,7 +215,7 @@ func WithRedisFallback(failures int, cooldown time.Duration) Option {
 func WithLocalCache(items, bytes int, ttl time.Duration) Option {
 	return func(c *config) error {
 		if items < 0 || bytes < 0 || ttl < 0 || (items > 0 && (bytes == 0 || ttl == 0)) {
-			return fmt.Errorf("WithLocalCache(%d, %d, %v): want items >= 0 (0 turns the cache off) and, when on, positive bytes and ttl", items, bytes, ttl)
+			return fmt.Errorf("WithLocalCache: give 0 items (no cache), or positive items, bytes and ttl (got %d, %d, %v)", items, bytes, ttl)
 		}
 		c.cacheItems, c.cacheBytes, c.cacheTTL = items, bytes, ttl
 		return nil
@@ -217,10 +223,11 @@ func WithLocalCache(items, bytes int, ttl time.Duration) Option {
 }
 
 // WithObserver sets the observer of every event. Default none (no cost);
-// nil is none.
-// The Store hands it to the layers it wraps through the context of each
-// call, so the events only a layer sees (a takeover, a grace) reach it too:
-// give it once, here. When it also implements idem.Tracer, it hears every
+// nil is none. It is the one observer of a stack: the Store hands it to the
+// layers it wraps through the context of each call
+// (idem.ContextWithObserver), so the events only a layer sees (a takeover,
+// a grace) reach it too, and to the janitor it runs (WithJanitor); neither
+// has an observer option of its own. When it also implements idem.Tracer, it hears every
 // call as a whole (a span per call, every caller counted).
 func WithObserver(o idem.Observer) Option {
 	return func(c *config) error { c.observer = o; return nil }
@@ -235,13 +242,13 @@ type Runner interface {
 
 // WithJanitor makes the Store run j (a *janitor.Janitor, which deletes
 // expired rows on a schedule, one instance of N at a time) in a goroutine
-// of its own from New until Close; Close stops it and waits for it. When
-// j has no observer of its own, the Store's observer hears its sweeps.
+// of its own from New until Close; Close stops it and waits for it. The
+// Store's observer hears its sweeps.
 // Default none. nil is an error (leave the option out for none).
 func WithJanitor(j Runner) Option {
 	return func(c *config) error {
 		if j == nil {
-			return errors.New("WithJanitor(nil): leave the option out for none")
+			return errors.New("WithJanitor: give a janitor, or leave the option out for none (got nil)")
 		}
 		c.janitor = j
 		return nil
@@ -259,7 +266,7 @@ func WithFailOpen(on bool) Option {
 // validate checks what no single option can: that some tier decides.
 func (c *config) validate() error {
 	if c.redis == nil && c.sql == nil {
-		return errors.New("no tier to decide: use WithSQL, WithRedis or both")
+		return errors.New("New: give a tier to decide, WithSQL, WithRedis or both (got no tier)")
 	}
 	return c.validateAtomic()
 }

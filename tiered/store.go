@@ -11,7 +11,6 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/deadline"
 	"github.com/idemkit/idem/internal/guess"
-	"github.com/idemkit/idem/internal/observe"
 	"github.com/idemkit/idem/internal/schedule"
 )
 
@@ -103,7 +102,7 @@ func New(opts ...Option) (*Store, error) {
 			defer s.wg.Done()
 			ctx := s.base
 			if s.obs != nil {
-				ctx = observe.NewContext(ctx, s.obs)
+				ctx = idem.ContextWithObserver(ctx, s.obs)
 			}
 			_ = j.Run(ctx) // it reports its own failures; it returns when ctx ends
 		}()

@@ -8,19 +8,20 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Result returns resp as the interceptor stores it, for a handler that
-// completes its key inside its own database transaction: the handler builds
-// its response, passes Result's bytes to the SQL layer's completion in the
-// same transaction as its business rows, commits, and returns resp. Its
-// call and every retry then get resp, with the metadata named by
-// WithReplayMetadata that the handler set before Result (what it sets
-// after is not part of the answer), even when the server dies or the
-// answer is lost after the commit:
+// Completion returns what completes the key with resp: resp as the
+// interceptor stores it, for a handler that completes its key inside its
+// own database transaction. The handler builds its response, passes
+// Completion's bytes to the SQL layer's completion in the same transaction
+// as its business rows, commits, and returns resp. Its call and every
+// retry then get resp, with the metadata named by WithReplayMetadata that
+// the handler set before Completion (what it sets after is not part of the
+// answer), even when the server dies or the answer is lost after the
+// commit:
 //
 //	res, _ := idem.ReservationFrom(ctx)
 //	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 //		// … the business rows …
-//		v, err := idemgrpc.Result(ctx, resp)
+//		v, err := idemgrpc.Completion(ctx, resp)
 //		if err != nil {
 //			return err
 //		}
@@ -37,9 +38,9 @@ import (
 // gets Internal (reason ReasonFailed) for its call, and the committed resp
 // stands for every retry. ctx is the handler's. A nil resp, or a typed nil,
 // is an error.
-func Result(ctx context.Context, resp proto.Message) ([]byte, error) {
+func Completion(ctx context.Context, resp proto.Message) ([]byte, error) {
 	if resp == nil || !validMessage(resp) {
-		return nil, fmt.Errorf("%w: Result(%T)", errNotProto, resp)
+		return nil, fmt.Errorf("%w: Completion(%T)", errNotProto, resp)
 	}
 	var a answer
 	if rec, ok := grpc.ServerTransportStreamFromContext(ctx).(*recorder); ok {
@@ -47,7 +48,7 @@ func Result(ctx context.Context, resp proto.Message) ([]byte, error) {
 	}
 	var err error
 	if a.response, err = asAny(resp); err != nil {
-		return nil, fmt.Errorf("idemgrpc: Result: %w", err)
+		return nil, fmt.Errorf("idemgrpc: Completion: %w", err)
 	}
 	return a.encode()
 }
