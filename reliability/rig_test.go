@@ -325,7 +325,6 @@ type node struct {
 
 type nodeConfig struct {
 	store     []tiered.Option
-	sql       []sqllayer.Option
 	app       string // Postgres application_name of the node's pool
 	redisAddr string // a fault proxy in front of Redis, or ""
 	noRedis   bool
@@ -338,11 +337,6 @@ type nodeOption func(*nodeConfig)
 // withStore adds Store options after the node's defaults.
 func withStore(opts ...tiered.Option) nodeOption {
 	return func(c *nodeConfig) { c.store = append(c.store, opts...) }
-}
-
-// withSQLOptions adds SQL layer options.
-func withSQLOptions(opts ...sqllayer.Option) nodeOption {
-	return func(c *nodeConfig) { c.sql = append(c.sql, opts...) }
 }
 
 // withApp marks the node's Postgres connections with application_name app.
@@ -391,12 +385,8 @@ func (b *backend) node(t *testing.T, opts ...nodeOption) *node {
 			db.SetMaxOpenConns(c.maxConns)
 		}
 	}
-	sqlOpts := append([]sqllayer.Option{
-		sqllayer.WithRecordsTable(b.st.Records),
-		sqllayer.WithEventsTable(b.st.Events),
-		sqllayer.WithVersionsTable(b.st.Versions),
-	}, c.sql...)
-	n.sql = faultlayer.New(must.Get(sqllayer.New(db, sqlOpts...))(t))
+	n.sql = faultlayer.New(must.Get(sqllayer.New(db, sqllayer.WithRecordsTable(b.st.Records),
+		sqllayer.WithEventsTable(b.st.Events), sqllayer.WithVersionsTable(b.st.Versions)))(t))
 	storeOpts := []tiered.Option{
 		tiered.WithSQL(n.sql),
 		tiered.WithTimeouts(redisTimeout, sqlTimeout),
