@@ -170,10 +170,15 @@ func (l *Layer) completionArgs(cs []*completion, idx []int) []any {
 	return []any{l.byteaArg(keys), l.byteaArg(tokens), l.byteaArg(results), l.int8Arg(ttls)}
 }
 
-// completeMySQL runs the batched UPDATE, which returns no rows: when it
-// changed fewer rows than it carried, one read finds the keys whose live
-// record this token holds completed (by this statement or an earlier one
-// with the same token, which Complete treats alike).
+// completeMySQL runs the batched UPDATE, which returns no rows but how
+// many it changed. When that is fewer than it carried, one read finds the
+// rows this batch's tokens hold completed with its results, live or
+// expired since: the UPDATE changed n of them, and any other was completed
+// earlier by its own token (a completion re-sent). A row the UPDATE
+// changed is done, as Complete's own UPDATE would have it, even when its
+// retention has lapsed since. A re-sent one is done while it is live, as
+// Complete's read after its UPDATE would find it, and left to Complete's
+// own statements once expired. changedBy tells the two apart.
 func (l *Layer) completeMySQL(ctx context.Context, cs []*completion, idx []int, q string, args []any, done map[string]bool) error {
 	var n int64
 	err := l.retry(ctx, func() (err error) {
@@ -190,25 +195,92 @@ func (l *Layer) completeMySQL(ctx context.Context, cs []*completion, idx []int, 
 		return nil
 	}
 	keys := make([]any, len(idx))
-	tokens := make(map[string][]byte, len(idx))
+	byKey := make(map[string]*completion, len(idx))
 	for j, i := range idx {
 		keys[j] = cs[i].digest
-		tokens[string(cs[i].digest)] = cs[i].token
+		byKey[string(cs[i].digest)] = cs[i]
 	}
-	return l.retry(ctx, func() error {
-		clear(done)
+	var found []completedRow
+	err = l.retry(ctx, func() error {
+		found = found[:0]
 		return queryEach(ctx, l.pool(), l.bst.ownedMany.get(len(idx)), keys, func(scan func(...any) error) error {
 			var (
-				key, token []byte
-				state      int64
+				key, token, result    []byte
+				state, alive, expires int64
 			)
-			if err := scan(&key, &state, &token); err != nil {
+			if err := scan(&key, &state, &token, &result, &alive, &expires); err != nil {
 				return err
 			}
-			if state == int64(idem.StateCompleted) && bytes.Equal(token, tokens[string(key)]) {
-				done[string(key)] = true
+			c := byKey[string(key)]
+			if c != nil && state == int64(idem.StateCompleted) && bytes.Equal(token, c.token) && bytes.Equal(result, c.result) {
+				found = append(found, completedRow{key: string(key), live: alive != 0, at: expires - c.ttl})
 			}
 			return nil
 		})
 	})
+	if err != nil {
+		return err
+	}
+	changed := changedBy(found, int(n))
+	for _, r := range found {
+		if r.live || changed[r.key] {
+			done[r.key] = true
+		}
+	}
+	return nil
+}
+
+// completedRow is a row a batch's completion read found completed by its
+// token with its result: live or not, and when it was completed, if by
+// this batch (its expiry less the batch's retention, in microseconds).
+type completedRow struct {
+	key  string
+	live bool
+	at   int64
+}
+
+// changedBy returns the keys of found that a batched UPDATE changing n
+// rows changed. Its rows were all completed at the statement's one clock
+// reading, so that their expiry less their retention is one instant; a
+// row completed earlier carries another (its own clock and retention).
+// When n rows, and no others, share one instant, they are the UPDATE's;
+// when no instant is shared by exactly n rows alone, it returns nil, and
+// only what is live counts as done.
+func changedBy(found []completedRow, n int) map[string]bool {
+	if n == 0 {
+		return nil
+	}
+	if len(found) == n {
+		keys := make(map[string]bool, n)
+		for _, r := range found {
+			keys[r.key] = true
+		}
+		return keys
+	}
+	count := make(map[int64]int, len(found))
+	for _, r := range found {
+		count[r.at]++
+	}
+	var (
+		at     int64
+		shared bool
+	)
+	for t, c := range count {
+		switch {
+		case c > n, c == n && shared:
+			return nil
+		case c == n:
+			at, shared = t, true
+		}
+	}
+	if !shared {
+		return nil
+	}
+	keys := make(map[string]bool, n)
+	for _, r := range found {
+		if r.at == at {
+			keys[r.key] = true
+		}
+	}
+	return keys
 }

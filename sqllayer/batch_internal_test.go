@@ -254,3 +254,35 @@ func TestBatcherFullBatchesTakeSpareSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedBy: a batched MySQL completion that changed fewer rows than
+// it carried tells the rows it changed (one instant, n of them) from rows
+// its tokens completed before, and claims none when it cannot tell.
+func TestChangedBy(t *testing.T) {
+	row := func(key string, at int64) completedRow { return completedRow{key: key, at: at} }
+	for _, c := range []struct {
+		name  string
+		found []completedRow
+		n     int
+		want  []string
+	}{
+		{"nothing changed", []completedRow{row("a", 5)}, 0, nil},
+		{"every row found", []completedRow{row("a", 5), row("b", 9)}, 2, []string{"a", "b"}},
+		{"one instant shared by n", []completedRow{row("a", 5), row("b", 9), row("c", 9)}, 2, []string{"b", "c"}},
+		{"re-sent rows apart", []completedRow{row("a", 5), row("b", 9), row("c", 9), row("d", 3)}, 2, []string{"b", "c"}},
+		{"more rows than n at one instant", []completedRow{row("a", 9), row("b", 9), row("c", 9)}, 2, nil},
+		{"two instants of n rows", []completedRow{row("a", 5), row("b", 9)}, 1, nil},
+		{"no instant of n rows", []completedRow{row("a", 5), row("b", 9), row("c", 7)}, 2, nil},
+	} {
+		got := changedBy(c.found, c.n)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			continue
+		}
+		for _, k := range c.want {
+			if !got[k] {
+				t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			}
+		}
+	}
+}

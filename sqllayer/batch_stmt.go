@@ -32,7 +32,8 @@ import (
 //              UPDATE … FROM the rows it finds by key, see below; SQLite:
 //              UPDATE … FROM a WITH of VALUES; MySQL: a multi-table UPDATE
 //              joined to the batch's rows, then one read when it changed
-//              fewer rows than it carried).
+//              fewer rows than it carried, which tells the rows it
+//              changed from a completion re-sent, see completeMySQL).
 // Events:      a multi-row INSERT of one consumer's event IDs, as
 //              MarkProcessed's but for many; on Postgres the same statement
 //              also reads the rows of the IDs it did not insert; on SQLite
@@ -86,7 +87,7 @@ type batchStmts struct {
 	claim     *stmtCache // claims: rows of 7 arguments, as claim.args (Postgres: 7 arrays)
 	readMany  *stmtCache // the read statement's columns, after key_digest, for n keys
 	complete  *stmtCache // completions: rows of (key, token, result, ttl) (Postgres: 4 arrays)
-	ownedMany *stmtCache // MySQL: key_digest, state, token of the live records of n keys
+	ownedMany *stmtCache // MySQL: key_digest, state, token, result, liveness and expiry (µs) of the records of n keys
 	mark      *stmtCache // events: ?0 consumer, ?1 retention, then n event IDs (Postgres: an array)
 	marked    *stmtCache // events (SQLite, MySQL): event_id and whether it expired, for ?0 and n IDs
 	revive    *stmtCache // events: delete the expired rows of ?0 among n IDs
@@ -233,7 +234,8 @@ func newBatchStmts(d dialect.Name, n names, native bool) batchStmts {
 		})
 		b.ownedMany = mk(func(n int) string {
 			var s strings.Builder
-			s.WriteString("SELECT key_digest, state, token FROM {R} WHERE expires_at > UTC_TIMESTAMP(6) AND key_digest IN (")
+			s.WriteString("SELECT key_digest, state, token, result, expires_at > UTC_TIMESTAMP(6),\n\t" +
+				"TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at) FROM {R} WHERE key_digest IN (")
 			writeList(&s, 0, n)
 			s.WriteString(")")
 			return s.String()

@@ -198,6 +198,11 @@ func TestBatchedCompletionsMixed(t *testing.T) {
 		if err := l.Complete(c, kResent, tResent, []byte("first"), time.Hour); err != nil {
 			t.Fatal(err)
 		}
+		kOther, tOther := claim("other")
+		if err := l.Complete(c, kOther, tOther, []byte("first"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		kBrief, tBrief := claim("brief")
 		kTwice, tTwice := claim("twice")
 		kBig, tBig := claim("big")
 
@@ -209,19 +214,24 @@ func TestBatchedCompletionsMixed(t *testing.T) {
 			key    idem.Key
 			token  string
 			result []byte
+			ttl    time.Duration
 			want   error
 		}{
-			{k1, t1, []byte("one"), nil},
-			{k2, t2, nil, nil},
-			{kLost, idem.NewToken(), []byte("thief"), idem.ErrLeaseLost},
-			{kResent, tResent, []byte("first"), nil},
-			{kTwice, tTwice, []byte("twice"), nil},
-			{kTwice, tTwice, []byte("twice"), nil},
+			{k1, t1, []byte("one"), time.Hour, nil},
+			{k2, t2, nil, time.Hour, nil},
+			{kLost, idem.NewToken(), []byte("thief"), time.Hour, idem.ErrLeaseLost},
+			{kResent, tResent, []byte("first"), time.Hour, nil},
+			// The first completion stands; another result is refused.
+			{kOther, tOther, []byte("second"), time.Hour, idem.ErrConfig},
+			// Completed, and its retention lapses before any read of it.
+			{kBrief, tBrief, []byte("brief"), time.Microsecond, nil},
+			{kTwice, tTwice, []byte("twice"), time.Hour, nil},
+			{kTwice, tTwice, []byte("twice"), time.Hour, nil},
 		}
 		errs := make([]error, len(calls))
 		var wg sync.WaitGroup
 		for i, call := range calls {
-			wg.Go(func() { errs[i] = l.Complete(c, call.key, call.token, call.result, time.Hour) })
+			wg.Go(func() { errs[i] = l.Complete(c, call.key, call.token, call.result, call.ttl) })
 		}
 		inFlight(t, l, 1, len(calls))
 		// A result over the limit fails alone, before anything is sent.
@@ -241,7 +251,7 @@ func TestBatchedCompletionsMixed(t *testing.T) {
 		for _, k := range []struct {
 			key    idem.Key
 			result string
-		}{{k1, "one"}, {k2, ""}, {kResent, "first"}, {kTwice, "twice"}, {kLone, "lone"}} {
+		}{{k1, "one"}, {k2, ""}, {kResent, "first"}, {kOther, "first"}, {kTwice, "twice"}, {kLone, "lone"}} {
 			r, err := l.Get(c, k.key)
 			if err != nil || !r.Completed() || !bytes.Equal(r.Result, []byte(k.result)) {
 				t.Errorf("after the batch: %+v %v, want completed with %q", r, err, k.result)
