@@ -44,19 +44,25 @@ apicheck:
 apicheck-test:
 	bash .ci/apicheck_test
 
-# fuzz-agree: each pair of implementations that must agree, fuzzed for
-# AGREETIME, so that a change to one side alone fails make test (the
+# fuzz-agree: each pair of implementations that must agree, fuzzed for a
+# number of inputs, so that a change to one side alone fails make test (the
 # seeds already run under test-race): the fingerprint's stream writer
 # against its token parser, the SQL layer's batched claims and completions,
 # and its batched events, against its single statements, on every backend
-# at hand. The fuzz build instruments every package, the drivers' too: the
-# first run on a machine builds for a few minutes, later ones take the
-# build cache.
-AGREETIME ?= 8s
+# at hand. A count, not a duration: with -fuzztime as a duration, the Go
+# 1.26 fuzzing coordinator can fail a clean run with "context deadline
+# exceeded" when its deadline meets a worker still busy, which a loaded
+# machine makes likely; a count has no deadline. Minimising an input that
+# widens coverage runs in a few tries, not the default minute, so that the
+# SQL fuzzers keep fuzzing. The fuzz build instruments every package, the
+# drivers' too: the first run on a machine builds for a few minutes, later
+# ones take the build cache.
+AGREESTREAM ?= 50000x
+AGREESQL ?= 500x
 fuzz-agree:
-	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(AGREETIME) ./fingerprint/
-	$(GO) test -run '^$$' -fuzz '^FuzzBatchAgreesWithSingle$$' -fuzztime $(AGREETIME) ./sqllayer/
-	$(GO) test -run '^$$' -fuzz '^FuzzEventBatchAgreesWithSingle$$' -fuzztime $(AGREETIME) ./sqllayer/
+	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(AGREESTREAM) -fuzzminimizetime 100x ./fingerprint/
+	$(GO) test -run '^$$' -fuzz '^FuzzBatchAgreesWithSingle$$' -fuzztime $(AGREESQL) -fuzzminimizetime 10x ./sqllayer/
+	$(GO) test -run '^$$' -fuzz '^FuzzEventBatchAgreesWithSingle$$' -fuzztime $(AGREESQL) -fuzzminimizetime 10x ./sqllayer/
 
 backends:
 	@$(GO) test -count=1 -v -run '^TestBackends$$' ./internal/testkit/testenv | grep -E '^\s+testenv_test.go' || true
