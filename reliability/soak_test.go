@@ -91,7 +91,7 @@ func (s soakSettings) waitBound() time.Duration {
 // key over.
 func (s soakSettings) cancelGrace() time.Duration {
 	if s.atomic {
-		return s.lease/3 + s.sqlTimeout + 1500*time.Millisecond
+		return s.lease + s.lease/3 + s.sqlTimeout + 1500*time.Millisecond
 	}
 	return s.lease/3 + s.lease/8 + 1500*time.Millisecond
 }
@@ -101,8 +101,12 @@ func (s soakSettings) checkOptions() history.Options {
 	return history.Options{
 		// A stale owner notices at its next renewal (a third of the
 		// lease, one attempt of at most an eighth of it), plus slack; in
-		// the atomic mode, at the next check of its transaction (a third
-		// of the lease, one statement of at most the SQL timeout).
+		// the atomic mode, at the next check of its transaction that the
+		// server answers (a third of the lease, one statement of at most
+		// the SQL timeout), or once no check has confirmed it for a whole
+		// lease (the server unreachable, or no connection of the pool
+		// free): the lease, a check and its statement after the last one
+		// that confirmed it, which came before the transaction ended.
 		CancelGrace: s.cancelGrace(),
 		WaitBound:   s.waitBound(),
 		// The bound counts a full timeout for each tier call a wait makes,

@@ -26,6 +26,9 @@ func (l *Layer) claimAtomic(ctx context.Context, c *claim, until time.Time, time
 	if timeout > 0 {
 		bound = until.Add(timeout)
 	}
+	if l.dialect != dialect.SQLite && l.db.Stats().MaxOpenConnections == 1 {
+		return nil, idem.Record{}, errOneConnection
+	}
 	retries := 0
 	for round := 0; ; round++ {
 		if round >= maxRounds {
@@ -57,6 +60,11 @@ func (l *Layer) claimAtomic(ctx context.Context, c *claim, until time.Time, time
 		}
 	}
 }
+
+// errOneConnection refuses an atomic execution on a pool of one
+// connection, where its transaction would leave the watch none to ask the
+// server on.
+var errOneConnection = fmt.Errorf("%w: sqllayer: the atomic mode needs a pool of at least two connections (sql.DB.SetMaxOpenConns): one holds the execution's transaction, another checks that the server still holds it", idem.ErrConfig)
 
 // What one claim attempt leaves to do.
 const (

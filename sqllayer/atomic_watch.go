@@ -128,10 +128,14 @@ var (
 // watch checks every lease/3, until the returned function is called, that
 // the server still holds the transaction: lost cancels the work when it
 // does not (errTxEnded), or when no check could tell for a whole lease
-// (errTxUnconfirmed). A turn at which every connection of the pool is busy
-// checks nothing and counts as no failure. It does nothing where the
-// session has no id. The returned function waits for a check under way,
-// which it cuts short.
+// (errTxUnconfirmed). A check waits for a connection of the pool as any
+// statement does, up to the timeout: a pool whose every connection stays
+// busy for a whole lease confirms nothing, and the work is cancelled, as a
+// transaction the server ended would be — the layer cannot tell them
+// apart, and taking the silence for a yes would leave a stale owner
+// running beside the instance that claimed the key after it. It does
+// nothing where the session has no id. The returned function waits for a
+// check under way, which it cuts short.
 func (a *atomicTx) watch(lease time.Duration, lost context.CancelCauseFunc) (stop func()) {
 	if a.server == 0 || lease <= 0 {
 		return func() {}
@@ -148,15 +152,7 @@ func (a *atomicTx) watch(lease time.Duration, lost context.CancelCauseFunc) (sto
 	var tick func()
 	tick = func() {
 		defer wg.Done()
-		var alive, known bool
-		if a.l.poolFull() {
-			// Every connection of the pool is busy — executions in flight
-			// hold them: no check can run now, and waiting for one would
-			// count against a healthy execution. Ask at the next turn.
-			alive, known = true, true
-		} else {
-			alive, known = a.l.holdsTx(ctx, a.server, a.timeout)
-		}
+		alive, known := a.l.holdsTx(ctx, a.server, a.timeout)
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped {

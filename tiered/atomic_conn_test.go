@@ -33,7 +33,7 @@ func poolOf(t *testing.T, st *stacktest.Stack, n int) (*sqllayer.Layer, *bun.DB)
 // every other does.
 func TestAtomicMySQLLockWaitRestored(t *testing.T) {
 	st := stacktest.On(t, "mysql", testenv.MiniRedis(t), testenv.MySQL(t))
-	l, db := poolOf(t, st, 1) // one connection: the next statement gets the execution's
+	l, db := poolOf(t, st, 2) // the fewest the atomic mode runs on: each is read after
 	s := newStore(t, tiered.WithSQL(l), tiered.WithAtomic(true), tiered.WithWait(3*time.Second))
 	var global int64
 	if err := db.QueryRowContext(t.Context(), "SELECT @@GLOBAL.innodb_lock_wait_timeout").Scan(&global); err != nil {
@@ -60,12 +60,17 @@ func TestAtomicMySQLLockWaitRestored(t *testing.T) {
 		if during != 3 {
 			t.Fatalf("fail=%v: the claim's session lock wait %d, want 3 (the Store's wait)", fail, during)
 		}
-		var after int64
-		if err := db.QueryRowContext(t.Context(), "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&after); err != nil {
-			t.Fatal(err)
-		}
-		if after != global {
-			t.Fatalf("fail=%v: a later statement on the connection has lock wait %d, want the server's %d", fail, after, global)
+		// Both connections at once: one of them is the execution's.
+		for i, conn := range []bun.Conn{must.Get(db.Conn(t.Context()))(t), must.Get(db.Conn(t.Context()))(t)} {
+			var after int64
+			err := conn.QueryRowContext(t.Context(), "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&after)
+			_ = conn.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after != global {
+				t.Fatalf("fail=%v: a later statement on connection %d has lock wait %d, want the server's %d", fail, i, after, global)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,37 +265,84 @@ func TestAtomicBeginBounded(t *testing.T) {
 	}
 }
 
-// Work longer than two leases on a pool whose one connection the
-// execution's own transaction holds: the watch finds no connection to ask
-// the server on, and must not take that for a lost transaction. The work
-// commits.
+// The watch asks the server on a connection of the pool, never on the
+// execution's own: a pool of one connection is refused before anything
+// runs; a pool whose every connection executions hold for a whole lease
+// confirms nothing, and the work is cancelled as if its transaction had
+// ended (nothing of it commits), never left running unwatched; and work
+// longer than two leases that leaves the watch a connection commits.
 func TestAtomicWatchWithAFullPool(t *testing.T) {
 	st := stacktest.On(t, "postgres", testenv.AnyRedis(t), testenv.Postgres(t))
 	r := &atomicRig{st: st, ledger: newLedger(t, st)}
-	db := st.DB(t)
-	db.SetMaxOpenConns(1)
-	sl, err := sqllayer.New(db, sqllayer.WithRecordsTable(st.Records), sqllayer.WithEventsTable(st.Events), sqllayer.WithVersionsTable(st.Versions))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const lease = 300 * time.Millisecond
-	s := newStore(t, tiered.WithSQL(sl), tiered.WithAtomic(true), tiered.WithLease(lease), tiered.WithTimeouts(time.Second, 200*time.Millisecond))
-	key := newKey(t)
-	res, err := s.Do(t.Context(), key, "fp", func(ctx context.Context) ([]byte, error) {
-		if err := r.charge(ctx, key.String()); err != nil {
-			return nil, err
+	store := func(conns int) *tiered.Store {
+		db := st.DB(t)
+		db.SetMaxOpenConns(conns)
+		sl, err := sqllayer.New(db, sqllayer.WithRecordsTable(st.Records), sqllayer.WithEventsTable(st.Events), sqllayer.WithVersionsTable(st.Versions))
+		if err != nil {
+			t.Fatal(err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(3 * lease):
+		return newStore(t, tiered.WithSQL(sl), tiered.WithAtomic(true), tiered.WithLease(lease), tiered.WithTimeouts(time.Second, 200*time.Millisecond))
+	}
+	// work charges, tells started, then runs for three leases unless its
+	// context ends first.
+	work := func(key idem.Key, started chan<- struct{}) func(context.Context) ([]byte, error) {
+		return func(ctx context.Context) ([]byte, error) {
+			if err := r.charge(ctx, key.String()); err != nil {
+				return nil, err
+			}
+			if started != nil {
+				started <- struct{}{}
+			}
+			select {
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-time.After(3 * lease):
+			}
+			return []byte("paid"), nil
 		}
-		return []byte("paid"), nil
+	}
+
+	t.Run("one connection", func(t *testing.T) {
+		key := newKey(t)
+		ran := false
+		_, err := store(1).Do(t.Context(), key, "fp", func(context.Context) ([]byte, error) { ran = true; return nil, nil })
+		if !errors.Is(err, idem.ErrConfig) || ran {
+			t.Fatalf("a pool of one connection: ran=%v, %v; want idem.ErrConfig before any work", ran, err)
+		}
 	})
-	if err != nil || string(res.Value) != "paid" {
-		t.Fatalf("long work on a full pool: %+v, %v; want it committed", res, err)
-	}
-	if n := r.rows(t, key.String()); n != 1 {
-		t.Fatalf("%d ledger rows, want 1", n)
-	}
+
+	t.Run("every connection held", func(t *testing.T) {
+		s := store(2)
+		keys := []idem.Key{newKey(t), newKey(t)}
+		started := make(chan struct{}, len(keys))
+		errs := make([]error, len(keys))
+		var wg sync.WaitGroup
+		for i, key := range keys {
+			wg.Go(func() { _, errs[i] = s.Do(t.Context(), key, "fp", work(key, started)) })
+		}
+		wg.Wait()
+		for i, key := range keys {
+			if !errors.Is(errs[i], idem.ErrLeaseLost) {
+				t.Errorf("execution %d on a pool its executions hold: %v; want idem.ErrLeaseLost", i, errs[i])
+			}
+			if n := r.rows(t, key.String()); n != 0 {
+				t.Errorf("execution %d: %d ledger rows, want none committed", i, n)
+			}
+		}
+		if len(started) != len(keys) {
+			t.Fatalf("%d of %d executions started: the pool did not hold both", len(started), len(keys))
+		}
+	})
+
+	t.Run("a connection to spare", func(t *testing.T) {
+		key := newKey(t)
+		res, err := store(2).Do(t.Context(), key, "fp", work(key, nil))
+		if err != nil || string(res.Value) != "paid" {
+			t.Fatalf("long work on a pool with a connection to spare: %+v, %v; want it committed", res, err)
+		}
+		if n := r.rows(t, key.String()); n != 1 {
+			t.Fatalf("%d ledger rows, want 1", n)
+		}
+	})
 }
