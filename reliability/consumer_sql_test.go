@@ -267,7 +267,11 @@ func TestConsumerWatermillSQL(t *testing.T) {
 	deliveries := len(log)
 	mu.Unlock()
 	var completed int
-	if err := admin.QueryRowContext(ctx, "SELECT count(*) FROM "+st.Records+" WHERE state = ?", int(idem.StateCompleted)).Scan(&completed); err != nil {
+	// Its own bound: the setup's context may have run out on a loaded
+	// machine, whose run takes minutes.
+	readCtx, cancelRead := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelRead()
+	if err := admin.QueryRowContext(readCtx, "SELECT count(*) FROM "+st.Records+" WHERE state = ?", int(idem.StateCompleted)).Scan(&completed); err != nil {
 		t.Fatal(err)
 	}
 	if completed != n {
