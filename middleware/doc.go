@@ -140,4 +140,11 @@
 // answers automatically, which could never help here. Unlike ProblemInFlight
 // it has no Retry-After. A streamed response whose status the policy does
 // not keep is released like any other.
+//
+// A streamed response leaves before its tombstone is stored. An owner
+// stopped (paused, cut off) past its lease and grace between its first
+// flush and its completion loses the key to another instance, which runs
+// the handler again: the first caller keeps what it was streamed, and
+// retries get the second run's response. Behind a Store in the atomic mode
+// a flush sends nothing before the commit, and this cannot happen.
 package middleware

@@ -43,6 +43,29 @@ func completion(e history.Execution, c history.Completion, at int64) history.Exe
 	return e
 }
 
+// streamStory: p/e1 streams its caller a response, and its tombstone is
+// refused; a/e1 runs the key again, and its result is kept.
+func streamStory(faults ...history.Fault) history.History {
+	return history.History{
+		Calls: []history.Call{
+			call("p/c1", "f", 100, 520, history.Executed, "s", "p/e1"),
+			call("a/c1", "f", 300, 320, history.Executed, "w", "a/e1"),
+		},
+		Execs: []history.Execution{
+			completion(streamed(run("p/e1", "p/c1", "f", 101, 105, "s")), history.CompletionRefused, 510),
+			run("a/e1", "a/c1", "f", 301, 310, "w"),
+		},
+		Faults: faults,
+		Finals: []history.Final{final(completed("f", "w"), absent)},
+	}
+}
+
+// streamed makes e a stream: its result its own caller's only.
+func streamed(e history.Execution) history.Execution {
+	e.Ending, e.Tombstone = "stream", true
+	return e
+}
+
 func pause(node string, from, to int64) history.Fault {
 	return history.Fault{ID: "nem/" + node + "-pause", Kind: history.ProcessPause, Node: node, Start: from, End: to}
 }
@@ -111,6 +134,17 @@ func TestStories(t *testing.T) {
 				Execs:  []history.Execution{run("a/e1", "a/c1", "f", 101, 110, "v")},
 				Finals: []history.Final{final(completed("f", "v"), absent)},
 			},
+		},
+		{
+			name: "a stream whose owner was stopped past its lease before its tombstone, then a takeover",
+			h:    streamStory(pause("p", 110, 500)),
+			// The documented limit of a streamed response: it left before
+			// its tombstone, which the stopped owner never stored.
+		},
+		{
+			name: "a stream whose tombstone was refused with no stop of its owner, then another run",
+			h:    streamStory(),
+			want: []history.Kind{history.DuplicateExecution},
 		},
 		{
 			name: "a stale owner's completion accepted after the takeover",

@@ -102,6 +102,10 @@
 //     delivered to a caller (an Executed or Replayed call got its bytes) or
 //     kept (its completion was accepted, or SQL holds its bytes at the end).
 //     Two would be a payment charged twice, and two different answers.
+//     A stream (Execution.Tombstone) whose owner's process was stopped
+//     before its completion, which was not accepted, makes nothing
+//     delivered: its bytes left before its tombstone, the documented limit
+//     of a streamed response, which the middleware cannot hold back.
 //  2. [CorruptResult]: every successful caller got exactly the bytes of the
 //     result. Bytes that no execution produced — one byte changed, a
 //     truncated body, a buffer overwritten after it was shared — mean a

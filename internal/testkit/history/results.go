@@ -89,6 +89,11 @@ func (kc *keyCheck) provenance() {
 				} else {
 					kc.fs.add(CorruptResult, fmt.Sprintf("call %s got bytes that its execution %s did not return, nor any other (%s)", x.ID, e.ID, diff(x.Value, e.Value)), []*Call{x}, []*Execution{e})
 				}
+			case kc.streamedStale(e):
+				// The stream left before its tombstone, which its owner,
+				// stopped past its lease, never stored: the documented limit
+				// of a streamed response (see streamedStale). Its caller's
+				// bytes make nothing done.
 			default:
 				kc.source(x, e)
 			}
@@ -114,6 +119,25 @@ func (kc *keyCheck) provenance() {
 			}
 		}
 	}
+}
+
+// streamedStale reports whether e's result is a stream (a tombstone's)
+// whose owner's process was stopped between e's start and the end of its
+// completion, which the deciding tier did not accept. A streamed response
+// leaves before its tombstone is stored; an owner stopped past its lease
+// then loses the key to another instance, which runs it again, while its
+// first caller keeps what it was streamed. The middleware's documentation
+// says so, and a response held until its completion (every other ending,
+// and every ending in the atomic mode) is never delivered then.
+func (kc *keyCheck) streamedStale(e *Execution) bool {
+	if !e.Tombstone || e.Completion == CompletionAccepted {
+		return false
+	}
+	until := kc.end
+	if e.Completed > 0 {
+		until = e.Completed
+	}
+	return kc.pausedWithin(e.Node, e.Start, until)
 }
 
 func cmpOr(a, b *Execution) *Execution {
