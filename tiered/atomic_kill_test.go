@@ -270,7 +270,7 @@ func TestAtomicBeginBounded(t *testing.T) {
 // runs; a pool whose every connection executions hold for a whole lease
 // confirms nothing, and the work is cancelled as if its transaction had
 // ended (nothing of it commits), never left running unwatched; and work
-// longer than two leases that leaves the watch a connection commits.
+// of five leases that leaves the watch a connection commits.
 func TestAtomicWatchWithAFullPool(t *testing.T) {
 	st := stacktest.On(t, "postgres", testenv.AnyRedis(t), testenv.Postgres(t))
 	r := &atomicRig{st: st, ledger: newLedger(t, st)}
@@ -284,20 +284,20 @@ func TestAtomicWatchWithAFullPool(t *testing.T) {
 		}
 		return newStore(t, tiered.WithSQL(sl), tiered.WithAtomic(true), tiered.WithLease(lease), tiered.WithTimeouts(time.Second, 200*time.Millisecond))
 	}
-	// work charges, tells started, then runs for three leases unless its
-	// context ends first.
-	work := func(key idem.Key, started chan<- struct{}) func(context.Context) ([]byte, error) {
+	// work charges, then, once every execution of its group has started
+	// (all holds them all: the pool is full from then on), runs for five
+	// leases unless its context ends first.
+	work := func(key idem.Key, all *sync.WaitGroup) func(context.Context) ([]byte, error) {
 		return func(ctx context.Context) ([]byte, error) {
 			if err := r.charge(ctx, key.String()); err != nil {
 				return nil, err
 			}
-			if started != nil {
-				started <- struct{}{}
-			}
+			all.Done()
+			all.Wait()
 			select {
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
-			case <-time.After(3 * lease):
+			case <-time.After(5 * lease):
 			}
 			return []byte("paid"), nil
 		}
@@ -315,11 +315,11 @@ func TestAtomicWatchWithAFullPool(t *testing.T) {
 	t.Run("every connection held", func(t *testing.T) {
 		s := store(2)
 		keys := []idem.Key{newKey(t), newKey(t)}
-		started := make(chan struct{}, len(keys))
 		errs := make([]error, len(keys))
-		var wg sync.WaitGroup
+		var all, wg sync.WaitGroup
+		all.Add(len(keys))
 		for i, key := range keys {
-			wg.Go(func() { _, errs[i] = s.Do(t.Context(), key, "fp", work(key, started)) })
+			wg.Go(func() { _, errs[i] = s.Do(t.Context(), key, "fp", work(key, &all)) })
 		}
 		wg.Wait()
 		for i, key := range keys {
@@ -330,14 +330,13 @@ func TestAtomicWatchWithAFullPool(t *testing.T) {
 				t.Errorf("execution %d: %d ledger rows, want none committed", i, n)
 			}
 		}
-		if len(started) != len(keys) {
-			t.Fatalf("%d of %d executions started: the pool did not hold both", len(started), len(keys))
-		}
 	})
 
 	t.Run("a connection to spare", func(t *testing.T) {
 		key := newKey(t)
-		res, err := store(2).Do(t.Context(), key, "fp", work(key, nil))
+		var alone sync.WaitGroup
+		alone.Add(1)
+		res, err := store(2).Do(t.Context(), key, "fp", work(key, &alone))
 		if err != nil || string(res.Value) != "paid" {
 			t.Fatalf("long work on a pool with a connection to spare: %+v, %v; want it committed", res, err)
 		}
