@@ -95,7 +95,11 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 	if err != nil {
 		return nil, idem.Record{}, 0, err
 	}
-	server := l.serverID(stmtCtx, conn, step)
+	server, err := l.serverID(stmtCtx, conn, step)
+	if err != nil {
+		l.disconnect(conn)
+		return nil, idem.Record{}, 0, err
+	}
 	txCtx, end := context.WithCancelCause(ctx)
 	tx, err := beginBounded(txCtx, end, conn, step)
 	if err != nil {

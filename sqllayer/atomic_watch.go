@@ -39,9 +39,11 @@ const serverIDs = 1024
 
 // serverID returns the server's id of conn's session (Postgres's backend
 // pid, MySQL's and MariaDB's connection id), reading it once per
-// connection; 0 when the dialect has none (SQLite, which no other process
-// can cut) or the read failed.
-func (l *Layer) serverID(ctx context.Context, conn bun.Conn, timeout time.Duration) int64 {
+// connection; 0 where the dialect has none (SQLite, which no other process
+// can cut). A read that fails is an error: without the id the watch could
+// not tell a transaction the server ended, and the execution must not run
+// unwatched.
+func (l *Layer) serverID(ctx context.Context, conn bun.Conn, timeout time.Duration) (int64, error) {
 	var q string
 	switch l.dialect {
 	case dialect.PG:
@@ -49,14 +51,14 @@ func (l *Layer) serverID(ctx context.Context, conn bun.Conn, timeout time.Durati
 	case dialect.MySQL:
 		q = "SELECT CONNECTION_ID()"
 	default:
-		return 0
+		return 0, nil
 	}
 	var dc any
-	if err := conn.Raw(func(c any) error { dc = c; return nil }); err != nil || dc == nil {
-		return 0
+	if err := conn.Raw(func(c any) error { dc = c; return nil }); err != nil {
+		return 0, err
 	}
 	if id, ok := l.servers.Load(dc); ok {
-		return id.(int64)
+		return id.(int64), nil
 	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -65,14 +67,14 @@ func (l *Layer) serverID(ctx context.Context, conn bun.Conn, timeout time.Durati
 	}
 	var id int64
 	if err := conn.QueryRowContext(ctx, q).Scan(&id); err != nil {
-		return 0
+		return 0, fmt.Errorf("sqllayer: reading the session's id, which the watch of an atomic execution asks the server about: %w", err)
 	}
 	if l.serverCount.Add(1) > serverIDs {
 		l.servers.Clear()
 		l.serverCount.Store(1)
 	}
 	l.servers.Store(dc, id)
-	return id
+	return id, nil
 }
 
 // beginBounded begins conn's transaction in ctx (the transaction's; end ends

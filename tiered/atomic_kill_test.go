@@ -270,7 +270,7 @@ func TestAtomicBeginBounded(t *testing.T) {
 // runs; a pool whose every connection executions hold for a whole lease
 // confirms nothing, and the work is cancelled as if its transaction had
 // ended (nothing of it commits), never left running unwatched; and work
-// of five leases that leaves the watch a connection commits.
+// of ten leases that leaves the watch a connection commits.
 func TestAtomicWatchWithAFullPool(t *testing.T) {
 	st := stacktest.On(t, "postgres", testenv.AnyRedis(t), testenv.Postgres(t))
 	r := &atomicRig{st: st, ledger: newLedger(t, st)}
@@ -282,11 +282,12 @@ func TestAtomicWatchWithAFullPool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return newStore(t, tiered.WithSQL(sl), tiered.WithAtomic(true), tiered.WithLease(lease), tiered.WithTimeouts(time.Second, 200*time.Millisecond))
+		return newStore(t, tiered.WithSQL(sl), tiered.WithAtomic(true), tiered.WithLease(lease), tiered.WithTimeouts(time.Second, time.Second))
 	}
 	// work charges, then, once every execution of its group has started
-	// (all holds them all: the pool is full from then on), runs for five
-	// leases unless its context ends first.
+	// (all holds them all: the pool is full from then on), runs for ten
+	// leases unless its context ends first: a check waits a second at
+	// most for a connection, and a lease unconfirmed cancels.
 	work := func(key idem.Key, all *sync.WaitGroup) func(context.Context) ([]byte, error) {
 		return func(ctx context.Context) ([]byte, error) {
 			if err := r.charge(ctx, key.String()); err != nil {
@@ -297,7 +298,7 @@ func TestAtomicWatchWithAFullPool(t *testing.T) {
 			select {
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
-			case <-time.After(5 * lease):
+			case <-time.After(10 * lease):
 			}
 			return []byte("paid"), nil
 		}
