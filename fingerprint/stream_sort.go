@@ -1,8 +1,6 @@
 package fingerprint
 
-import (
-	"slices"
-)
+import "slices"
 
 // An object whose members did not come in order, as the stream writer
 // (stream.go) meets it on closing: its names checked, its members sorted

@@ -57,6 +57,11 @@ func (l *Layer) serverID(ctx context.Context, conn bun.Conn, timeout time.Durati
 	if err := conn.Raw(func(c any) error { dc = c; return nil }); err != nil {
 		return 0, err
 	}
+	if dc == nil {
+		// No driver connection to key the cache by: every session would
+		// share one id.
+		return 0, errors.New("sqllayer: the driver gave no connection to read the session's id on")
+	}
 	if id, ok := l.servers.Load(dc); ok {
 		return id.(int64), nil
 	}
