@@ -116,7 +116,7 @@ func (c *call) executeAtomic() outcome {
 	// rolls the transaction back, through the table of calls in flight.
 	workCtx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
-	c.part.setWork(c, cancel)
+	c.s.flights.setWork(c, cancel)
 	if s.closed.Load() {
 		cancel(idem.ErrClosed)
 	}

@@ -35,7 +35,9 @@ func (c *cache) get(key idem.Key, now time.Time) (fingerprint string, value []by
 	if c == nil {
 		return "", nil, false
 	}
-	r, ok := c.results.Get(key.Digest(), now)
+	d := key.Digest()
+	var r cached
+	ok = c.results.Get(&d, now, &r)
 	return r.fingerprint, r.value, ok
 }
 
@@ -48,5 +50,6 @@ func (c *cache) put(key idem.Key, fingerprint string, value []byte, lives, now t
 	if c == nil || lives.IsZero() {
 		return
 	}
-	c.results.Put(key.Digest(), cached{fingerprint, value}, len(value), lives, now)
+	d := key.Digest()
+	c.results.Put(&d, cached{fingerprint, value}, len(value), lives, now)
 }

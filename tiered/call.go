@@ -23,8 +23,7 @@ type call struct {
 	key         idem.Key
 	fn          Func
 	fingerprint string
-	part        *flights // the table of calls in flight that holds it
-	// flight is the call's entry in part: its name there, the channel
+	// flight is the call's entry in s.flights: its name there, the channel
 	// closed when out is set, and the cancel of its work, through which
 	// Close cancels the work.
 	flight flight.Call[flightKey, *call]
@@ -35,9 +34,9 @@ type call struct {
 	redisSent     time.Time // when that claim was sent
 	redisTookOver bool      // that claim took over an earlier owner's
 	redisDown     bool      // Redis failed this call: its best-effort writes skip it
+	sqlTookOver   bool      // the claim in SQL took over an earlier owner's
 	sqlToken      string    // this process's claim in SQL, or ""
 	sqlSent       time.Time // when that claim was sent
-	sqlTookOver   bool      // that claim took over an earlier owner's
 
 	out outcome
 
@@ -99,7 +98,7 @@ func (c *call) lead() {
 		// Store's observer through the context of each call.
 		c.ctx = idem.ContextWithObserver(c.ctx, c.s.obs)
 	}
-	defer c.part.leave(c)
+	defer c.s.flights.leave(c)
 	c.out = c.execute()
 }
 

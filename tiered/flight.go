@@ -39,7 +39,6 @@ func flightHash(d *[idem.KeySize]byte) uint64 { return binary.LittleEndian.Uint6
 // (watch) has c.flight.Done made before it joins.
 func (f *flights) join(c *call, watch bool) (*call, bool) {
 	d := c.key.Digest()
-	c.part = f
 	c.flight = flight.Call[flightKey, *call]{Key: flightKey{d, c.fingerprint}, Hash: flightHash(&d), Value: c}
 	if watch {
 		c.flight.Watch()

@@ -19,15 +19,14 @@ import (
 // and, between completion attempts, until the deciding tier accepts or
 // refuses the result.
 type hold struct {
-	c       *call
-	tier    idem.Tier // the deciding claim's tier; TierNone when there is no claim
-	expiry  time.Time // when the deciding lease lapses at the earliest, by this process's clock
-	renewed time.Time // when the last accepted renewal, or the claim, was sent
-
+	c    *call
+	tier idem.Tier // the deciding claim's tier; TierNone when there is no claim
 	// reserved says that fn was given a reservation, whose owner handle
 	// tells whether fn completed it in a transaction of its own.
 	reserved bool
 	owner    *reservation.State
+	expiry   time.Time // when the deciding lease lapses at the earliest, by this process's clock
+	renewed  time.Time // when the last accepted renewal, or the claim, was sent
 }
 
 // hold returns the call's hold on its claims, as they stand after the
@@ -202,8 +201,8 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 		return nil // closed: the work's context is cancelled already
 	}
 	r := &h.c.ren // zero: the call is new, and renews once
-	r.h, r.cancel = h, cancel
-	r.first = schedule.Item[*renewal]{Due: h.renewed.Add(s.cfg.lease / 3), Value: r}
+	r.cancel = cancel
+	r.first = schedule.Item[*hold]{Due: h.renewed.Add(s.cfg.lease / 3), Value: h}
 	// Most work ends before its first renewal: the renewer starts only when
 	// that is due, so short work costs a place in the Store's queue, not a
 	// goroutine nor a timer of its own (see Store.renewals).
@@ -211,22 +210,22 @@ func (h *hold) renewWhile(cancel context.CancelCauseFunc) *renewal {
 	return r
 }
 
-// startRenewer starts the renewer of r, whose first renewal is due, on a
+// startRenewer starts the renewer of h, whose first renewal is due, on a
 // goroutine of its own; after Close, none.
-func (s *Store) startRenewer(r *renewal) {
+func (s *Store) startRenewer(h *hold) {
 	if s.track() {
-		go r.run()
+		go h.c.ren.run()
 	}
 }
 
 // renewal is the renewer of one execution's claims while fn runs. It lives
 // in the call.
 type renewal struct {
-	h      *hold
 	cancel context.CancelCauseFunc // the work's
 	// first is the place in the Store's queue of renewals until the first
-	// renewal is due: then the renewer starts.
-	first schedule.Item[*renewal]
+	// renewal is due: then the renewer starts. Its Value is the hold the
+	// renewals keep.
+	first schedule.Item[*hold]
 
 	mu      sync.Mutex
 	stopped bool          // stop was called
@@ -235,7 +234,7 @@ type renewal struct {
 }
 
 func (r *renewal) run() {
-	h := r.h
+	h := r.first.Value
 	c, s := h.c, h.c.s
 	r.mu.Lock()
 	if r.stopped { // stop came between the timer firing and now
@@ -291,7 +290,7 @@ func (r *renewal) stop() {
 	if r == nil {
 		return
 	}
-	if r.h.c.s.renewals.Remove(&r.first) {
+	if r.first.Value.c.s.renewals.Remove(&r.first) {
 		return // the renewer never started
 	}
 	r.mu.Lock()

@@ -41,7 +41,7 @@ type Store struct {
 	redisHoldBounds, sqlHoldBounds *deadline.Bound
 	// renewals starts the renewers of executions whose work outlasts
 	// lease/3.
-	renewals *schedule.Queue[*renewal]
+	renewals *schedule.Queue[*hold]
 
 	base   context.Context // parent of all work; cancelled by Close
 	stop   context.CancelCauseFunc

@@ -36,7 +36,7 @@ func (c *call) work(tier idem.Tier) outcome {
 	// before this reads it.
 	workCtx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
-	c.part.setWork(c, cancel)
+	c.s.flights.setWork(c, cancel)
 	if s.closed.Load() {
 		cancel(idem.ErrClosed)
 	}

@@ -26,12 +26,13 @@ func newCache(items, bytes int, ttl time.Duration) cache {
 // put caches value with fingerprint fp for k, counting the value's length
 // towards the byte bound.
 func (c cache) put(k Digest, fp string, value []byte, until, now time.Time) {
-	c.Put(k, result{fp, value}, len(value), until, now)
+	c.Put(&k, result{fp, value}, len(value), until, now)
 }
 
 // get returns the fingerprint and value cached for k.
 func (c cache) get(k Digest, now time.Time) (string, []byte, bool) {
-	r, ok := c.Get(k, now)
+	var r result
+	ok := c.Get(&k, now, &r)
 	return r.fp, r.value, ok
 }
 
@@ -244,8 +245,9 @@ func TestCacheHoldsNothingItCannotKeep(t *testing.T) {
 	if off != nil {
 		t.Fatal("a cache of no items is not nil")
 	}
-	off.Put(cacheKey(1), result{"fp", []byte("v")}, 1, forever, now)
-	if _, ok := off.Get(cacheKey(1), now); ok || off.Len() != 0 {
+	k := cacheKey(1)
+	off.Put(&k, result{"fp", []byte("v")}, 1, forever, now)
+	if off.Get(&k, now, new(result)) || off.Len() != 0 {
 		t.Fatal("a nil cache holds a value")
 	}
 	c := newCache(10, 1<<20, time.Minute)
