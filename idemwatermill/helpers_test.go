@@ -3,6 +3,8 @@ package idemwatermill_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,23 +127,39 @@ func (c *counter) handler(out ...*message.Message) message.HandlerFunc {
 // acks records, per router handler and message, how each delivery ended:
 // a middleware outside idem's, as the router sees it.
 type acks struct {
-	mu    sync.Mutex
-	acked map[string]int // handler/uuid → acked deliveries
-	nacks atomic.Int64
+	mu      sync.Mutex
+	acked   map[string]int   // handler/uuid → acked deliveries
+	lastErr map[string]error // handler/uuid → the error of its last nacked delivery
+	nacks   atomic.Int64
 }
 
-func newAcks() *acks { return &acks{acked: map[string]int{}} }
+// redeliveryPause is how long a nacked delivery waits before GoChannel
+// may resend it.
+const redeliveryPause = 20 * time.Millisecond
+
+func newAcks() *acks { return &acks{acked: map[string]int{}, lastErr: map[string]error{}} }
 
 func (a *acks) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		out, err := h(msg)
+		k := message.HandlerNameFromCtx(msg.Context()) + "/" + msg.UUID
 		if err != nil {
+			a.mu.Lock()
+			a.lastErr[k] = err
+			a.mu.Unlock()
 			a.nacks.Add(1)
+			// A broker redelivers a nacked message after a while (an ack
+			// wait, a resend interval, a backoff); GoChannel resends it at
+			// once. Without the pause, three routers re-running every
+			// nacked delivery in a tight loop kept SQLite's write lock
+			// busy past the SQL timeout at load 9, and no delivery got
+			// through for 30 s.
+			time.Sleep(redeliveryPause)
 			return out, err
 		}
 		a.mu.Lock()
-		a.acked[message.HandlerNameFromCtx(msg.Context())+"/"+msg.UUID]++
-		a.mu.Unlock()
+		defer a.mu.Unlock()
+		a.acked[k]++
 		return out, nil
 	}
 }
@@ -152,13 +170,42 @@ func (a *acks) count(handler, uuid string) int {
 	return a.acked[handler+"/"+uuid]
 }
 
-// waitFor polls cond until it holds, for at most 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// short says which of handlers' deliveries of uuids have fewer than want
+// acknowledgements, with the error of each one's last nack: what a test
+// that timed out waiting for them reports.
+func (a *acks) short(handlers, uuids []string, want int) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var b strings.Builder
+	for _, h := range handlers {
+		for _, id := range uuids {
+			if k := h + "/" + id; a.acked[k] < want {
+				fmt.Fprintf(&b, "\n\t%s: %d of %d acknowledged; last nack: %v", k, a.acked[k], want, a.lastErr[k])
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\n\t%d nacks in all", a.nacks.Load())
+	return b.String()
+}
+
+// waitFor polls cond until it holds, for at most a minute; on a timeout
+// the test fails with what, and with what each of explain says (the state
+// that kept cond from holding). The bound is past a default lease and its
+// grace (37.5 s): on a busy machine a claim whose release did not reach
+// SQLite holds its message until then, and the redeliveries take it over
+// after. A shorter lease would not do: an owner whose completion cannot
+// get through for a whole lease may be taken over, and its work runs
+// twice (DESIGN's "cut off past its lease"), which this suite counts.
+func waitFor(t *testing.T, what string, cond func() bool, explain ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			var why strings.Builder
+			for _, e := range explain {
+				why.WriteString(e())
+			}
+			t.Fatalf("timed out waiting for %s%s", what, why.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

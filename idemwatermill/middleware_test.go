@@ -77,7 +77,7 @@ func TestEachMessageOnceAcrossConsumers(t *testing.T) {
 				}
 			}
 			return true
-		})
+		}, func() string { return a.short([]string{"ship", "audit"}, uuids, 6) })
 		effects := lg.effects(t, "ship")
 		for _, id := range uuids {
 			if effects[id] != 1 {
@@ -302,7 +302,7 @@ func TestScope(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, func() string { return a.short([]string{"ship", "bill", "notify-v1", "notify-v2"}, []string{"m-1"}, 2) })
 	mu.Lock()
 	defer mu.Unlock()
 	if runs["ship"] != 1 || runs["bill"] != 1 || runs["notify"] != 1 {
