@@ -127,7 +127,10 @@ func TestPublishOnlyWhenWaited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	// The Wait must read the record before its deadline for Complete to
+	// publish: at load 14, 50 ms was not enough, no message came, and the
+	// receive below, unbounded then, hung the package for 14 minutes.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	if _, err := l.Wait(ctx, waited); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait: %v", err)
@@ -135,9 +138,11 @@ func TestPublishOnlyWhenWaited(t *testing.T) {
 	if err := l.Complete(t.Context(), waited, rec.Token, []byte("y"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	msg, err := ps.ReceiveMessage(t.Context())
+	rctx, rcancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer rcancel()
+	msg, err := ps.ReceiveMessage(rctx)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("no message after the waited completion: %v", err)
 	}
 	if want := "pub:{" + waited.Hex() + "}:done"; msg.Channel != want {
 		t.Fatalf("first message on %s, want %s (the unwaited completion published)", msg.Channel, want)
