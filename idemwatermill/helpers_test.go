@@ -152,8 +152,8 @@ func (a *acks) middleware(h message.HandlerFunc) message.HandlerFunc {
 			// wait, a resend interval, a backoff); GoChannel resends it at
 			// once. Without the pause, three routers re-running every
 			// nacked delivery in a tight loop kept SQLite's write lock
-			// busy past the SQL timeout at load 9, and no delivery got
-			// through for 30 s.
+			// busy past the SQL timeout at load 9, and most messages had
+			// no delivery acknowledged within 30 s.
 			time.Sleep(redeliveryPause)
 			return out, err
 		}
