@@ -376,3 +376,55 @@ func otherErrors(h *history.History, n int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// dbNow returns the database's clock.
+func dbNow(t *testing.T, admin *bun.DB) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var now time.Time
+	if err := admin.NewRaw("SELECT clock_timestamp()").Scan(ctx, &now); err != nil {
+		t.Fatalf("read the database's clock: %v", err)
+	}
+	return now
+}
+
+// abandonedBound is how long a transaction whose connection a black hole
+// cut may stay open: pgx gives up on such a connection 15 s after its
+// context ended (the cancel request it sends first is swallowed too), and
+// only then closes it, which ends the transaction on the server.
+const abandonedBound = 30 * time.Second
+
+// awaitAbandoned waits until no transaction of the children's sessions
+// (application_name apps*) that began before since, by the database's
+// clock, is still open, and returns how long it waited. Once the children
+// are idle, such a transaction is one whose connection a black hole cut
+// while its client gave up: the server keeps it, and its row locks, until
+// the client's driver closes the connection. Meanwhile every call on its
+// key waits out its lock bound and answers 503, as it would in production
+// (docs/failures.md); the quiet round starts after, so that it decides
+// every key. It returns 0 when none was open; one still open past
+// abandonedBound is an error.
+func awaitAbandoned(t *testing.T, admin *bun.DB, apps string, since time.Time) time.Duration {
+	t.Helper()
+	began := time.Now()
+	for polls := 0; ; polls++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var open []string
+		err := admin.NewRaw("SELECT application_name || ' (' || state || ' since ' || xact_start || ')' FROM pg_stat_activity WHERE application_name LIKE ? AND xact_start < ?",
+			apps+"%", since).Scan(ctx, &open)
+		cancel()
+		switch {
+		case err != nil:
+			t.Fatalf("read the children's sessions: %v", err)
+		case len(open) == 0 && polls == 0:
+			return 0
+		case len(open) == 0:
+			return time.Since(began)
+		case time.Since(began) > abandonedBound:
+			t.Errorf("transactions from before the faults ended still open after %v: %s", abandonedBound, strings.Join(open, "; "))
+			return time.Since(began)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -235,15 +235,20 @@ func soak(t *testing.T, set soakSettings) {
 	}
 
 	// Every fault is lifted (each track lifts its own); the work clients
-	// gave up on ends; every lease, and its grace, lapses; then every key
-	// is called once more.
+	// gave up on ends; every lease, and its grace, lapses; every
+	// transaction a black hole cut off ends (see awaitAbandoned); then
+	// every key is called once more.
 	settle := time.Now()
+	settleDB := dbNow(t, admin)
 	for _, p := range procs.all() {
 		if err := p.idle(2 * set.slow); err != nil {
 			t.Error(err)
 		}
 	}
 	time.Sleep(set.lease + set.lease/4 + set.lease/2)
+	if held := awaitAbandoned(t, admin, apps, settleDB); held > 0 {
+		t.Logf("soak: waited %v for transactions whose connections the black hole had cut to end", held.Round(time.Millisecond))
+	}
 	settled := time.Since(settle)
 	quiet := time.Now()
 	l.quiet(context.Background(), set.seed, 24)
