@@ -75,8 +75,14 @@ func (m *propModel) explain(t *rapid.T, c *callRec) {
 			t.Fatalf("%s: lease lost, but no run of the key lost its lease", desc)
 		}
 	case errors.Is(c.err, errBoom):
+		// A failure is shared in the process only, with the callers that
+		// joined its execution, which goes on after the function returned
+		// (releasing its claims) until its leader's call returns: the
+		// failing calls never give up.
 		if !someRun(func(r *run) bool {
-			return (r.kind == opFail || r.kind == opOnceFail || r.kind == opPanic) && r.fp == c.fp && during(r)
+			failing := r.kind == opFail || r.kind == opOnceFail || r.kind == opPanic
+			inFlight := r.start < c.end && (r.call.end == 0 || r.call.end > c.start)
+			return failing && r.fp == c.fp && r.node == c.op.node && inFlight
 		}) {
 			t.Fatalf("%s: a function's failure, but no failing run of the key was in flight", desc)
 		}

@@ -92,6 +92,10 @@ type run struct {
 	ok         bool
 	val        []byte
 	leaseLost  bool
+	// call is the call whose function this is, the execution's leader:
+	// its Do returns only once the execution has ended (its claims
+	// released), later than the function.
+	call *callRec
 }
 
 // keyHist is everything that happened to one key.
@@ -167,12 +171,13 @@ func fpOf(o op) string {
 	return "fp-A"
 }
 
-// fn returns the guarded function of one call; ran is set when it runs.
-func (m *propModel) fn(o op, k idem.Key, ran *atomic.Bool, started chan<- struct{}) tiered.Func {
+// fn returns the guarded function of call c; ran is set when it runs.
+func (m *propModel) fn(c *callRec, k idem.Key, ran *atomic.Bool, started chan<- struct{}) tiered.Func {
+	o := c.op
 	fp := fpOf(o)
 	return func(ctx context.Context) (val []byte, err error) {
 		ran.Store(true)
-		r := &run{fp: fp, node: o.node, kind: o.kind}
+		r := &run{fp: fp, node: o.node, kind: o.kind, call: c}
 		m.mu.Lock()
 		h := m.hist0(k)
 		r.start = m.now()
@@ -260,7 +265,7 @@ func (m *propModel) call(ctx context.Context, o op) *callRec {
 		defer func() { close(stop); <-done }()
 		ctx = cctx
 	}
-	fn := m.fn(o, k, &ran, started)
+	fn := m.fn(c, k, &ran, started)
 	m.mu.Lock()
 	c.start = m.now()
 	h := m.hist0(k)

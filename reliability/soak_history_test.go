@@ -411,7 +411,7 @@ func awaitAbandoned(t *testing.T, admin *bun.DB, apps string, since time.Time) t
 	for polls := 0; ; polls++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var open []string
-		err := admin.NewRaw("SELECT application_name || ' (' || coalesce(state, '?') || ' since ' || xact_start || ')' FROM pg_stat_activity WHERE application_name LIKE ? AND xact_start < ?",
+		err := admin.NewRaw("SELECT application_name || ' (' || coalesce(state, 'no state') || ' since ' || xact_start || ')' FROM pg_stat_activity WHERE application_name LIKE ? AND xact_start < ?",
 			apps+"%", since).Scan(ctx, &open)
 		cancel()
 		switch {
