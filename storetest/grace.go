@@ -87,6 +87,17 @@ func (s *suite) completeOrMissed(t *testing.T, what string, l idem.Layer, k idem
 // runs before it fails.
 const graceAttempts = 5
 
+// untilInWindow runs attempt (which takes new keys) until its timing lands
+// in the window it needs, and fails t after graceAttempts misses.
+func untilInWindow(t *testing.T, attempt func() (missed bool)) {
+	t.Helper()
+	for n := 1; attempt(); n++ {
+		if n == graceAttempts {
+			t.Fatalf("%d attempts, each too slow for the grace's window", graceAttempts)
+		}
+	}
+}
+
 // expiredLeaseTakenOver: an owner that stops renewing loses the key, but
 // not to the first Reserve that finds its lease lapsed: that one grants a
 // grace and answers in progress. The Reserve after the grace takes over with
@@ -234,11 +245,10 @@ func (s *suite) graceOutlivesExpiry(t *testing.T) {
 	// owner's completion inside the grace. On a real clock a loaded machine
 	// can overshoot either; an attempt whose timing missed its window, as
 	// measured, proves nothing either way and is run again with a new key.
-	const attempts = 5
 	for attempt := 1; ; attempt++ {
 		missed := func(format string, args ...any) {
-			if attempt == attempts {
-				t.Fatalf("%d attempts, each too slow for its window: last, "+format, append([]any{attempts}, args...)...)
+			if attempt == graceAttempts {
+				t.Fatalf("%d attempts, each too slow for its window: last, "+format, append([]any{graceAttempts}, args...)...)
 			}
 			t.Logf("attempt %d missed its window: "+format, append([]any{attempt}, args...)...)
 		}

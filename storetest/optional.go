@@ -189,11 +189,7 @@ func (s *suite) waitLapsed(t *testing.T) {
 // Wait that ended as not found, or a completion refused, later than that
 // proves nothing, and the case runs again with a new key.
 func (s *suite) waitGrace(t *testing.T) {
-	for attempt := 1; s.waitGraceMissed(t); attempt++ {
-		if attempt == graceAttempts {
-			t.Fatalf("%d attempts, each too slow for the grace's window", graceAttempts)
-		}
-	}
+	untilInWindow(t, func() bool { return s.waitGraceMissed(t) })
 }
 
 // waitGraceMissed runs waitGrace once, and reports whether its timing

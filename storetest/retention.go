@@ -54,7 +54,7 @@ func (s *suite) renewedPastRetention(t *testing.T) {
 		k   idem.Key
 		old idem.Record
 	)
-	for attempt := 1; ; attempt++ {
+	untilInWindow(t, func() (missed bool) {
 		k = s.key()
 		var claimed bool
 		var err error
@@ -74,13 +74,8 @@ func (s *suite) renewedPastRetention(t *testing.T) {
 		s.sweep(t) // during the lease; and a first sweep is not timed below
 		s.waitSince(t, renewed, s.retentionLapse(lease))
 		s.sweep(t)
-		if !s.graceOrMissed(t, "Reserve after the renewed lease, within its grace", other, k, beforeRenew, lease) {
-			break
-		}
-		if attempt == graceAttempts {
-			t.Fatalf("%d attempts, each too slow for the grace's window", graceAttempts)
-		}
-	}
+		return s.graceOrMissed(t, "Reserve after the renewed lease, within its grace", other, k, beforeRenew, lease)
+	})
 	s.wait(t, s.graceLease()/4+tick) // past the grace the Reserve granted
 	rec, claimed, err := other.Reserve(ctx(t), k, fpA, long, long)
 	wantNoErr(t, "Reserve after the grace", err)
@@ -106,7 +101,7 @@ func (s *suite) sweepKeepsLapsedClaim(t *testing.T) {
 		old  idem.Record
 	}
 	var claims []seeded
-	for attempt := 1; ; attempt++ {
+	untilInWindow(t, func() (missed bool) {
 		claims = claims[:0]
 		var first stamp
 		before := s.now() // the first claim's lease, and its grace, end after before
@@ -135,20 +130,14 @@ func (s *suite) sweepKeepsLapsedClaim(t *testing.T) {
 		// completes within the grace its Reserve granted, or the attempt
 		// proves nothing and runs again.
 		asked := s.now()
-		missed := s.graceOrMissed(t, claims[0].what+": Reserve after the lease and a sweep", other, claims[0].k, before, lease) ||
-			s.completeOrMissed(t, claims[0].what+": owner Complete within the grace", l, claims[0].k, claims[0].old.Token, asked)
-		if !missed {
-			asked = s.now()
-			s.wantGrace(t, claims[1].what+": Reserve after the lease and a sweep", other, claims[1].k)
-			missed = s.completeOrMissed(t, claims[1].what+": owner Complete within the grace", l, claims[1].k, claims[1].old.Token, asked)
+		if s.graceOrMissed(t, claims[0].what+": Reserve after the lease and a sweep", other, claims[0].k, before, lease) ||
+			s.completeOrMissed(t, claims[0].what+": owner Complete within the grace", l, claims[0].k, claims[0].old.Token, asked) {
+			return true
 		}
-		if !missed {
-			break
-		}
-		if attempt == graceAttempts {
-			t.Fatalf("%d attempts, each too slow for the grace's window", graceAttempts)
-		}
-	}
+		asked = s.now()
+		s.wantGrace(t, claims[1].what+": Reserve after the lease and a sweep", other, claims[1].k)
+		return s.completeOrMissed(t, claims[1].what+": owner Complete within the grace", l, claims[1].k, claims[1].old.Token, asked)
+	})
 	s.sweep(t)
 	for _, c := range claims {
 		if g := mustGet(t, other, c.k); g.State != idem.StateCompleted || string(g.Result) != "late" {
