@@ -82,7 +82,7 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"middleware.WithErrorWriter":   {"RFC 9457"},
 		"middleware.WithKeep":          {"408, 425, 429"},
 		"tiered.WithObserver":          {"none"},
-		"middleware.WithScope":         {"none"},
+		"middleware.WithScope":         {"required"},
 		"middleware.WithStatuses":      {"below"},
 		"tiered.WithSQL":               {"none"},
 		"tiered.WithRedis":             {"none"},

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"go/format"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -74,5 +75,42 @@ func TestReadmePackageTable(t *testing.T) {
 		if _, err := os.Stat(name); err == nil && !found[name] {
 			t.Errorf("README.md's package table lists %s, which holds no package", name)
 		}
+	}
+}
+
+// README.md's first quick start is middleware.Example_embedded as a
+// program: its imports and its body in func main, gofmt-clean, so that a
+// user who pastes it runs what make test runs.
+func TestReadmeQuickStartIsTheExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(readme)
+	start := strings.Index(s, "```go\npackage main\n")
+	if start < 0 {
+		t.Fatal("README.md has no quick start program (a go block starting package main)")
+	}
+	block := s[start+len("```go\n"):]
+	block = block[:strings.Index(block, "```\n")]
+	ex, err := os.ReadFile(filepath.Join("middleware", "embedded_example_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := string(ex)
+	imports := e[strings.Index(e, "import ("):]
+	imports = imports[:strings.Index(imports, "\n)\n")+3]
+	body := e[strings.Index(e, "func Example_embedded() {\n")+len("func Example_embedded() {\n"):]
+	body = body[:strings.Index(body, "\t// Output:")]
+	want := "package main\n\n" + imports + "\nfunc main() {\n" + body + "}\n"
+	if block != want {
+		t.Errorf("README.md's quick start is not middleware.Example_embedded as a program; want:\n%s", want)
+	}
+	formatted, err := format.Source([]byte(block))
+	if err != nil {
+		t.Fatalf("README.md's quick start does not parse: %v", err)
+	}
+	if string(formatted) != block {
+		t.Errorf("README.md's quick start is not gofmt-clean")
 	}
 }

@@ -41,7 +41,7 @@ func BenchmarkHTTP(b *testing.B) {
 	st := newStack(b)
 	store := st.store(b)
 	bare := httptest.NewServer(http.HandlerFunc(chargeHandler))
-	guarded := httptest.NewServer(must.Get(middleware.New(store))(b)(http.HandlerFunc(chargeHandler)))
+	guarded := httptest.NewServer(must.Get(middleware.New(store, middleware.WithSingleTenant()))(b)(http.HandlerFunc(chargeHandler)))
 	b.Cleanup(bare.Close)
 	b.Cleanup(guarded.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -246,15 +246,16 @@ func TestConfig(t *testing.T) {
 		"invalid replay name":   {store, []idemgrpc.Option{idemgrpc.WithReplayMetadata("a b")}},
 		"malformed field path":  {store, []idemgrpc.Option{idemgrpc.WithFingerprint(fingerprint.WithDeny("a..b"))}},
 		"negative fingerprint ": {store, []idemgrpc.Option{idemgrpc.WithFingerprint(fingerprint.WithMaxBytes(-1))}},
+		"nil scope":             {store, []idemgrpc.Option{idemgrpc.WithScope(nil)}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			icpt, err := idemgrpc.UnaryServerInterceptor(c.store, c.opts...)
+			icpt, err := idemgrpc.UnaryServerInterceptor(c.store, append([]idemgrpc.Option{idemgrpc.WithSingleTenant()}, c.opts...)...)
 			if !errors.Is(err, idem.ErrConfig) || icpt != nil {
 				t.Errorf("got %v, %v; want an error wrapping idem.ErrConfig", icpt != nil, err)
 			}
 		})
 	}
-	_, err := idemgrpc.UnaryServerInterceptor(store, idemgrpc.WithFingerprint(fingerprint.WithDeny("a..b")))
+	_, err := idemgrpc.UnaryServerInterceptor(store, idemgrpc.WithSingleTenant(), idemgrpc.WithFingerprint(fingerprint.WithDeny("a..b")))
 	if !errors.Is(err, fingerprint.ErrInvalidPath) {
 		t.Errorf("a malformed path: %v, want fingerprint.ErrInvalidPath too", err)
 	}
@@ -264,11 +265,14 @@ func TestConfig(t *testing.T) {
 	}
 	// A fingerprint option's fault reads under the option that carried it,
 	// with the configuration error said once.
-	_, err = idemgrpc.UnaryServerInterceptor(store, idemgrpc.WithFingerprint(fingerprint.WithMaxBytes(-1)))
+	_, err = idemgrpc.UnaryServerInterceptor(store, idemgrpc.WithSingleTenant(), idemgrpc.WithFingerprint(fingerprint.WithMaxBytes(-1)))
 	if want := "idem: configuration error: idemgrpc: WithFingerprint: fingerprint: WithMaxBytes: give "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("a fingerprint option's fault reads %v, want it to start %q", err, want)
 	}
-	if _, err := idemgrpc.UnaryServerInterceptor(store, nil, idemgrpc.WithKeyName("X-Idem-Key"), idemgrpc.WithScope(nil)); err != nil {
+	if _, err := idemgrpc.UnaryServerInterceptor(store); !errors.Is(err, idem.ErrConfig) || !strings.Contains(err.Error(), "WithSingleTenant()") {
+		t.Errorf("no scope: %v, want an error wrapping idem.ErrConfig that names WithScope and WithSingleTenant", err)
+	}
+	if _, err := idemgrpc.UnaryServerInterceptor(store, nil, idemgrpc.WithKeyName("X-Idem-Key"), idemgrpc.WithSingleTenant()); err != nil {
 		t.Errorf("valid options: %v", err)
 	}
 }

@@ -4,7 +4,7 @@
 // every duplicate gets the stored response message again.
 //
 //	icpt, err := idemgrpc.UnaryServerInterceptor(store,
-//		idemgrpc.WithScope(func(ctx context.Context, _ string) string { return tenantOf(ctx) }),
+//		idemgrpc.WithScope(idemgrpc.ScopeFromContext(accountKey{})), // set by auth
 //		idemgrpc.WithRequire(true))
 //	if err != nil {
 //		return err
@@ -19,9 +19,12 @@
 // ASCII, bare or as an RFC 8941 string ("abc" and abc are the same key),
 // no comma in a bare key. A call without the key passes to the handler
 // untouched, unless WithRequire(true). The key's scope is the full method
-// name, followed by WithScope's answer when given (the authenticated
-// tenant): the same key on two methods, or from two tenants, names two
-// operations.
+// name, followed by WithScope's answer (the authenticated principal): the
+// same key on two methods, or from two principals, names two operations,
+// and no caller reads another's stored answer. A scope is required:
+// without WithScope or an explicit WithSingleTenant the interceptor is
+// refused, and a call WithScope names no principal for fails with
+// Unauthenticated before anything is claimed.
 //
 // # The fingerprint
 //

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -30,7 +32,19 @@ func ExampleUnaryServerInterceptor() {
 	}
 	defer store.Close()
 
-	icpt, err := idemgrpc.UnaryServerInterceptor(store, idemgrpc.WithRequire(true))
+	// Each key is bound to the account that authentication put in the
+	// call's context: one account never reads another's answer.
+	type accountKey struct{}
+	auth := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if len(md.Get("authorization")) == 0 {
+			return nil, status.Error(codes.Unauthenticated, "who are you?")
+		}
+		account := strings.TrimPrefix(md.Get("authorization")[0], "Bearer token-of-") // your token check
+		return next(context.WithValue(ctx, accountKey{}, account), req)
+	}
+	icpt, err := idemgrpc.UnaryServerInterceptor(store,
+		idemgrpc.WithScope(idemgrpc.ScopeFromContext(accountKey{})), idemgrpc.WithRequire(true))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -39,7 +53,7 @@ func ExampleUnaryServerInterceptor() {
 		runs++
 		return structpb.NewStruct(map[string]any{"payment": "p-1", "amount": req.GetFields()["amount"].GetNumberValue()})
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(icpt))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(auth, icpt))
 	// The service is declared by hand so that the example needs no generated
 	// code; a real one registers its generated server instead
 	// (pb.RegisterPaymentsServer(srv, impl)), and the interceptor is the same.
@@ -75,7 +89,7 @@ func ExampleUnaryServerInterceptor() {
 
 	req, _ := structpb.NewStruct(map[string]any{"amount": 100})
 	for _, key := range []string{"order-7", "order-7", ""} {
-		ctx := context.Background()
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer token-of-acct_1")
 		if key != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, "idempotency-key", key)
 		}

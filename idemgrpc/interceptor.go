@@ -51,6 +51,9 @@ func UnaryServerInterceptor(store *tiered.Store, opts ...Option) (grpc.UnaryServ
 	if store == nil {
 		errs = append(errs, errors.New("UnaryServerInterceptor: give a store (got nil)"))
 	}
+	if !c.scoped {
+		errs = append(errs, errNoScope)
+	}
 	// No limit of the interceptor's own: the server's receive limit has
 	// bounded the message already. Names match exactly whatever opts say.
 	fpOpts := append([]fingerprint.Option{fingerprint.WithMaxBytes(0)}, c.fpOpts...)
@@ -92,8 +95,12 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	}
 	scope := info.FullMethod
 	if i.c.scope != nil {
+		principal := i.c.scope(ctx, info.FullMethod)
+		if principal == "" {
+			return nil, i.err(probScopeMissing, "")
+		}
 		// A method name has no space: the first one ends it.
-		scope += " " + i.c.scope(ctx, info.FullMethod)
+		scope += " " + principal
 	}
 	x := &execution{i: i, req: req, method: info.FullMethod, handler: handler}
 	res, err := i.store.Do(ctx, idem.NewKey(scope, clientKey), fp, x.run)

@@ -38,6 +38,7 @@ type config struct {
 	keyName      string
 	require      bool
 	scope        func(ctx context.Context, fullMethod string) string
+	scoped       bool // WithScope or WithSingleTenant was given
 	fpOpts       []fingerprint.Option
 	keep         func(*status.Status) bool
 	inFlight     time.Duration
@@ -106,15 +107,41 @@ func WithRequire(on bool) Option {
 	return func(c *config) error { c.require = on; return nil }
 }
 
-// WithScope adds a scope of the caller's to every key, such as the
-// authenticated tenant, so that two tenants sending the same key never
-// meet. The full method name is always part of the scope: the same key on
-// two methods names two operations. Default: none (the method alone). The
-// function gets the call's context (with its incoming metadata and the
-// values of earlier interceptors) and is called once per keyed call, from
-// any goroutine. nil means none.
+// WithScope names the principal of a call (the tenant, account or user who
+// made it), which becomes part of every key, so that two principals
+// sending the same key never meet and neither reads the other's stored
+// answer. The full method name is always part of the scope too: the same
+// key on two methods names two operations. A scope is required:
+// UnaryServerInterceptor refuses a configuration with neither WithScope
+// nor WithSingleTenant. nil is an error.
+//
+// The function gets the call's context (with its incoming metadata, its
+// peer and the values of earlier interceptors: ScopeFromContext reads the
+// principal an authentication interceptor put there, ScopeFromPeer a
+// verified client certificate's identity) and is called once per keyed
+// call, from any goroutine. "" names no principal: the call fails with
+// Unauthenticated (reason ReasonScopeMissing) and nothing is claimed.
+// Name the principal by what stays the same across a retry, never by a
+// credential that rotates (a bearer token in the authorization metadata):
+// a retry after a token refresh is the same operation. WithScope and
+// WithSingleTenant set one setting: the last given wins.
 func WithScope(scope func(ctx context.Context, fullMethod string) string) Option {
-	return func(c *config) error { c.scope = scope; return nil }
+	return func(c *config) error {
+		if scope == nil {
+			return errors.New("WithScope: give a function that names the call's principal, or WithSingleTenant() for a service with one (got nil)")
+		}
+		c.scope, c.scoped = scope, true
+		return nil
+	}
+}
+
+// WithSingleTenant says, explicitly, that the service has one principal:
+// every caller shares one scope per method, and a stored answer reaches
+// any caller that sends its key and request. Use it only where that is
+// true; a service with several tenants or users gives WithScope instead.
+// It replaces a WithScope given before it.
+func WithSingleTenant() Option {
+	return func(c *config) error { c.scope, c.scoped = nil, true; return nil }
 }
 
 // WithFingerprint configures the fingerprint of the request message with

@@ -180,10 +180,11 @@ func wantProblem(t testing.TB, r reply, code codes.Code, why string, delay time.
 }
 
 // must returns idem's interceptor over store with opts, failing the test
-// on a configuration error.
+// on a configuration error. The scope is a single tenant's unless opts
+// name one (the last scope given wins).
 func must(t testing.TB, store *tiered.Store, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
 	t.Helper()
-	icpt, err := idemgrpc.UnaryServerInterceptor(store, opts...)
+	icpt, err := idemgrpc.UnaryServerInterceptor(store, append([]idemgrpc.Option{idemgrpc.WithSingleTenant()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ const (
 	ReasonUnavailable    = "STORE_UNAVAILABLE"           // Unavailable, with RetryInfo
 	ReasonPending        = "RESULT_PENDING"              // Unavailable, with RetryInfo
 	ReasonNotReplayable  = "NOT_REPLAYABLE"              // FailedPrecondition
+	ReasonScopeMissing   = "SCOPE_MISSING"               // Unauthenticated: WithScope named no principal
 	ReasonFailed         = "FAILED"                      // Internal
 )
 
@@ -62,6 +63,7 @@ var (
 	probNoResponse    = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call failed: its handler returned no response message and no error"}
 	probNotCommitted  = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call failed: its handler completed its idempotency key in a transaction that did not commit; nothing is stored, and a retry runs the call again"}
 	probDiffers       = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call ran, but its handler did not return the answer it completed in its transaction (it returned another, or an error, or panicked); the completed answer is stored, and a retry receives it"}
+	probScopeMissing  = problem{code: codes.Unauthenticated, reason: ReasonScopeMissing, msg: "this call names no caller that its idempotency key could be bound to"}
 	probFailed        = problem{code: codes.Internal, reason: ReasonFailed, msg: "the call could not be completed"}
 )
 

@@ -135,7 +135,7 @@ func TestSpanPerCall(t *testing.T) {
 func TestSpanNestsUnderServerSpan(t *testing.T) {
 	r := newRig(t)
 	s := r.store(t)
-	mw, err := middleware.New(s)
+	mw, err := middleware.New(s, middleware.WithSingleTenant())
 	if err != nil {
 		t.Fatal(err)
 	}

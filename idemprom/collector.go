@@ -155,7 +155,7 @@ func New(opts ...Option) (*Collector, error) {
 		}),
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "http_answers_total",
-			Help: "The HTTP middleware's answers by kind (passed, executed, replayed, problem), problem (key_missing, key_malformed, body_invalid, body_too_large, in_flight, mismatch, unavailable, not_replayable, failed; empty for the other kinds) and status code (empty for passed).",
+			Help: "The HTTP middleware's answers by kind (passed, executed, replayed, problem), problem (key_missing, key_malformed, body_invalid, body_too_large, in_flight, mismatch, unavailable, not_replayable, scope_missing, failed; empty for the other kinds) and status code (empty for passed).",
 		}, []string{"answer", "problem", "code"}),
 	}
 	c.end = c.endCall

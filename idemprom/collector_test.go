@@ -88,7 +88,7 @@ func TestBurstCountsEveryCaller(t *testing.T) {
 		reg.MustRegister(c)
 		var handlers []http.Handler
 		for range 3 {
-			mw := must.Get(middleware.New(st.Store(t, tiered.WithObserver(c)), middleware.WithAnswerObserver(c)))(t)
+			mw := must.Get(middleware.New(st.Store(t, tiered.WithObserver(c)), middleware.WithSingleTenant(), middleware.WithAnswerObserver(c)))(t)
 			handlers = append(handlers, mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				time.Sleep(20 * time.Millisecond)
 				w.WriteHeader(http.StatusCreated)

@@ -34,7 +34,7 @@ func Example() {
 		panic(err)
 	}
 	defer store.Close()
-	mw, err := middleware.New(store, middleware.WithAnswerObserver(metrics))
+	mw, err := middleware.New(store, middleware.WithSingleTenant(), middleware.WithAnswerObserver(metrics))
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +50,7 @@ func Example() {
 	n, _ := testutil.GatherAndCount(reg, "idem_http_answers_total")
 	fmt.Println("answer series:", n)
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP idem_http_answers_total The HTTP middleware's answers by kind (passed, executed, replayed, problem), problem (key_missing, key_malformed, body_invalid, body_too_large, in_flight, mismatch, unavailable, not_replayable, failed; empty for the other kinds) and status code (empty for passed).
+# HELP idem_http_answers_total The HTTP middleware's answers by kind (passed, executed, replayed, problem), problem (key_missing, key_malformed, body_invalid, body_too_large, in_flight, mismatch, unavailable, not_replayable, scope_missing, failed; empty for the other kinds) and status code (empty for passed).
 # TYPE idem_http_answers_total counter
 idem_http_answers_total{answer="executed",code="201",problem=""} 1
 idem_http_answers_total{answer="problem",code="422",problem="mismatch"} 1

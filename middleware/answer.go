@@ -47,7 +47,7 @@ type Answer struct {
 	Status int
 	// Problem is, for AnswerProblem, the problem's snake_case name
 	// ("key_missing", "key_malformed", "body_invalid", "body_too_large",
-	// "in_flight", "mismatch", "unavailable", "not_replayable", "failed"):
+	// "in_flight", "mismatch", "unavailable", "not_replayable", "scope_missing", "failed"):
 	// the last part of its Problem* type. It is "" for the other kinds.
 	Problem string
 }

@@ -26,7 +26,7 @@ func (l *answerLog) ObserveAnswer(_ *http.Request, a Answer) {
 // executed, replayed, or one of the middleware's own problems by name.
 func TestAnswerObserverHearsEveryAnswer(t *testing.T) {
 	log := &answerLog{}
-	mw := must.Get(New(newTestStore(t), WithAnswerObserver(log)))(t)
+	mw := must.Get(New(newTestStore(t), WithSingleTenant(), WithAnswerObserver(log)))(t)
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}))

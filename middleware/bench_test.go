@@ -136,7 +136,7 @@ func BenchmarkPayment(b *testing.B) {
 							b.Fatal(err)
 						}
 						defer store.Close()
-						h = must.Get(middleware.New(store))(b)(h)
+						h = must.Get(middleware.New(store, middleware.WithSingleTenant()))(b)(h)
 					}
 					runtime.GC()
 					benchPath(b, h, path, "bench-"+handler.name+"-"+stack+"-")

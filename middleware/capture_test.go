@@ -229,7 +229,7 @@ var timeZero time.Time
 
 func TestCaptureInformational(t *testing.T) {
 	var s stored
-	h, err := NewHandler(newTestStore(t))
+	h, err := NewHandler(newTestStore(t), WithSingleTenant())
 	if err != nil {
 		t.Fatal(err)
 	}

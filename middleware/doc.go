@@ -9,12 +9,13 @@
 //	if err != nil {
 //		return err
 //	}
-//	mw, err := middleware.New(store, middleware.WithScope(tenantOf))
+//	// The caller's account, which authentication put in the context.
+//	mw, err := middleware.New(store, middleware.WithScope(middleware.ScopeFromContext(accountKey{})))
 //	if err != nil {
 //		return err
 //	}
 //	r := chi.NewRouter()
-//	r.Use(mw)
+//	r.Use(authenticate, mw)
 //
 // Packages idemgin and idemecho adapt the same core ([Handler]) to Gin and
 // Echo; every decision is made here.
@@ -28,6 +29,7 @@
 //	no key, key not required                      passed through, untouched (body not read)
 //	no key, WithRequire                           400 ProblemKeyMissing
 //	no key, WithDerivedKey                        the key is derived from the fingerprint
+//	a key, the scope names no principal           401 ProblemScopeMissing, nothing claimed
 //	malformed key (see ParseKeyHeader)            400 ProblemKeyMalformed
 //	body over WithBodyLimit (default 1 MiB)       413 ProblemBodyTooLarge, before any claim
 //	body the fingerprint rejects (broken JSON)    400 ProblemBodyInvalid, nothing stored
@@ -43,9 +45,12 @@
 //	                                              the handler does not run
 //	stored tombstone (see below)                  409 ProblemNotReplayable
 //
-// The key is scoped by [WithScope] (tenant, user): the same client key in
-// two scopes names two operations, and neither ever sees the other's
-// response. How long a duplicate waits for the request in flight is the
+// The key is scoped by [WithScope] (the tenant, account or user who sent
+// the request): the same client key in two scopes names two operations,
+// and neither ever sees the other's response. A scope is required: a
+// configuration with neither WithScope nor an explicit [WithSingleTenant]
+// is refused, and a keyed request whose scope names no principal is
+// answered 401 ProblemScopeMissing before anything is claimed. How long a duplicate waits for the request in flight is the
 // Store's setting ([tiered.WithWait]); the middleware has no wait of its own.
 //
 // # Keys

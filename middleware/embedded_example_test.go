@@ -70,7 +70,23 @@ func Example_embedded() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	mw, err := middleware.New(store, middleware.WithReplayMarker("Idempotent-Replayed"))
+	// A key is bound to the caller: the principal your authentication
+	// finds (a user or account id, never the token, which rotates).
+	type userKey struct{}
+	users := map[string]string{"token-of-alice": "alice", "token-of-bob": "bob"}
+	authenticate := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			user, ok := users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+			if !ok {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+		})
+	}
+	mw, err := middleware.New(store,
+		middleware.WithScope(middleware.ScopeFromContext(userKey{})),
+		middleware.WithReplayMarker("Idempotent-Replayed"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -83,11 +99,13 @@ func Example_embedded() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"charge":%d}`, charges)
 	})
-	srv := httptest.NewServer(mw(mux))
+	srv := httptest.NewServer(authenticate(mw(mux)))
 	defer srv.Close()
 
-	for range 2 {
+	// Alice pays and retries; Bob happens to send the same key.
+	for _, token := range []string{"token-of-alice", "token-of-alice", "token-of-bob"} {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "order-42")
 		resp, err := http.DefaultClient.Do(req)
@@ -102,5 +120,6 @@ func Example_embedded() {
 	// Output:
 	// 201 {"charge":1} replayed: false
 	// 201 {"charge":1} replayed: true
-	// charges: 1
+	// 201 {"charge":2} replayed: false
+	// charges: 2
 }

@@ -48,13 +48,22 @@ func ExampleNew_reservation() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	mw, err := middleware.New(store)
+	// Every key is bound to the caller's account, which authentication
+	// puts in the request's context.
+	type accountKey struct{}
+	authenticate := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			account := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer token-of-")
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, account)))
+		})
+	}
+	mw, err := middleware.New(store, middleware.WithScope(middleware.ScopeFromContext(accountKey{})))
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	r := chi.NewRouter()
-	r.Use(mw)
+	r.Use(authenticate, mw)
 	r.Post("/charges", func(w http.ResponseWriter, r *http.Request) {
 		var req struct{ Amount int }
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
@@ -79,6 +88,7 @@ func ExampleNew_reservation() {
 	// post sends a payment with its idempotency key and prints the answer.
 	post := func(path, key, body string) {
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer token-of-acct_1")
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", key)
 		rec := httptest.NewRecorder()
@@ -99,8 +109,8 @@ func ExampleNew_reservation() {
 	}
 	fmt.Println("charges:", n)
 	// Output:
-	// 201  {"id":"ch_7b0367bf"}
-	// 201  {"id":"ch_7b0367bf"}
+	// 201  {"id":"ch_c80b4db9"}
+	// 201  {"id":"ch_c80b4db9"}
 	// 500  {"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemFailed","title":"Request failed","status":500,"detail":"The request could not be completed."}
 	// 500  {"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemFailed","title":"Request failed","status":500,"detail":"The request could not be completed."}
 	// charges: 1

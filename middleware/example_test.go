@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/http"
@@ -34,7 +35,9 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":1,"run":%d}`, runs)
 	})
-	mw, err := middleware.New(store)
+	// One client here: a service with several says whose key it is
+	// (WithScope, ScopeFromContext).
+	mw, err := middleware.New(store, middleware.WithSingleTenant())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,14 +74,21 @@ func ExampleNew_chi() {
 	}
 	defer store.Close()
 
-	mw, err := middleware.New(store, middleware.WithScope(func(r *http.Request) string {
-		return r.Header.Get("X-Tenant") // normally from authentication
-	}))
+	// The authentication middleware puts the caller's account in the
+	// context; idem binds every key to it.
+	type accountKey struct{}
+	authenticate := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			account := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer acct-token-")
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, account)))
+		})
+	}
+	mw, err := middleware.New(store, middleware.WithScope(middleware.ScopeFromContext(accountKey{})))
 	if err != nil {
 		log.Fatal(err)
 	}
 	r := chi.NewRouter()
-	r.Use(mw)
+	r.Use(authenticate, mw)
 	r.Post("/payments", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/payments/1")
 		w.WriteHeader(http.StatusCreated)
@@ -87,6 +97,7 @@ func ExampleNew_chi() {
 	// post sends a payment with its idempotency key and prints the answer.
 	post := func(path, key, body string) {
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer acct-token-42")
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", key)
 		rec := httptest.NewRecorder()

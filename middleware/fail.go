@@ -23,6 +23,7 @@ const (
 	problemUnavailable
 	problemPending
 	problemNotReplayable
+	problemScopeMissing
 	problemFailed
 )
 
@@ -62,6 +63,8 @@ var problems = [...]problemSpec{
 		func(s *Statuses) *int { return &s.Unavailable }, http.StatusServiceUnavailable, 1},
 	problemNotReplayable: {ProblemNotReplayable, "Response not replayable", "The request with this idempotency key was processed, but its response was streamed or too large to be stored.", false,
 		func(s *Statuses) *int { return &s.NotReplayable }, http.StatusConflict, -1},
+	problemScopeMissing: {ProblemScopeMissing, "Caller unknown", "This request names no caller that its idempotency key could be bound to.", false,
+		func(s *Statuses) *int { return &s.ScopeMissing }, http.StatusUnauthorized, -1},
 	problemFailed: {ProblemFailed, "Request failed", "The request could not be completed.", false,
 		func(s *Statuses) *int { return &s.Failed }, http.StatusInternalServerError, -1},
 }

@@ -29,6 +29,9 @@ func NewHandler(store *tiered.Store, opts ...Option) (*Handler, error) {
 	if store == nil {
 		errs = append(errs, errors.New("New: give a store (got nil)"))
 	}
+	if !c.scoped {
+		errs = append(errs, errNoScope)
+	}
 	fp, err := fingerprint.New(c.fpOpts...)
 	if err != nil {
 		errs = append(errs, option.Nested("WithFingerprint", err))
@@ -112,7 +115,10 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next func(http.R
 	}
 	var scope string
 	if h.c.scope != nil {
-		scope = h.c.scope(r)
+		if scope = h.c.scope(r); scope == "" {
+			h.fail(w, r, problemScopeMissing, errScopeMissing)
+			return
+		}
 	}
 	h.runOnce(x, idem.NewKey(scope, clientKey), fp)
 }

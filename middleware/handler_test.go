@@ -29,7 +29,7 @@ func newTestStore(t *testing.T) *tiered.Store {
 
 // A request without a key costs nothing but the header lookup.
 func TestPassThroughAllocatesNothing(t *testing.T) {
-	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := must.Get(New(newTestStore(t), WithSingleTenant()))(t)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	rec := httptest.NewRecorder()
 	for _, method := range []string{http.MethodPost, http.MethodGet} {
 		req := httptest.NewRequest(method, "/pay", strings.NewReader(`{"amount":1}`))
@@ -51,7 +51,7 @@ func problemOf(t *testing.T, rec *httptest.ResponseRecorder) Problem {
 // A tombstone is 409 when stored; the requests that shared an execution the
 // policy released see the failure's own status instead.
 func TestReplayTombstone(t *testing.T) {
-	h := must.Get(NewHandler(newTestStore(t), WithReplayMarker("Idempotent-Replayed")))(t)
+	h := must.Get(NewHandler(newTestStore(t), WithSingleTenant(), WithReplayMarker("Idempotent-Replayed")))(t)
 	for _, c := range []struct {
 		name     string
 		val      []byte
@@ -82,7 +82,7 @@ func TestReplayTombstone(t *testing.T) {
 // A replay repeats only what the current allow-list allows, and a damaged
 // record is a 500, never a guess.
 func TestReplayFiltersAndRejects(t *testing.T) {
-	h := must.Get(NewHandler(newTestStore(t), WithReplayHeaders("Location")))(t)
+	h := must.Get(NewHandler(newTestStore(t), WithSingleTenant(), WithReplayHeaders("Location")))(t)
 	rec := httptest.NewRecorder()
 	val := encode(201, 0, []string{"Content-Type", "text/plain", "Location", "/p/1", "Set-Cookie", "s=1"}, []byte("ok"))
 	h.replay(rec, httptest.NewRequest(http.MethodPost, "/", nil), val, false, AnswerReplayed)
@@ -103,7 +103,7 @@ func TestReplayFiltersAndRejects(t *testing.T) {
 // A handler that panics before writing leaves no half-built headers on the
 // 500 problem the client gets.
 func TestPanicDropsHandlerHeaders(t *testing.T) {
-	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(New(newTestStore(t), WithSingleTenant()))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/p/1")
 		w.Header().Set("Set-Cookie", "s=1")
 		w.Header().Set("X-Request-Id", "inner")
@@ -130,7 +130,7 @@ func TestPanicDropsHandlerHeaders(t *testing.T) {
 // still held, answers a clean 500: nothing of the half-built response went
 // out.
 func TestPanicInHeldResponse(t *testing.T) {
-	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(New(newTestStore(t), WithSingleTenant()))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/p/1")
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"half":`)
@@ -149,7 +149,7 @@ func TestPanicInHeldResponse(t *testing.T) {
 // connection: net/http's http.ErrAbortHandler, never a whole-looking
 // response.
 func TestLatePanicAborts(t *testing.T) {
-	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(New(newTestStore(t), WithSingleTenant()))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
 		panic("boom")
@@ -170,14 +170,14 @@ func TestOptionsRefuseNonsense(t *testing.T) {
 	_, err := NewHandler(nil, WithKeyHeader("bad header"), WithBodyLimit(-1), WithResponseLimit(-1),
 		WithKeep(nil), WithErrorWriter(nil), WithFingerprint(fingerprint.WithMaxDepth(-1)), WithReplayMarker("bad marker"),
 		WithStatuses(Statuses{InFlight: 99, Mismatch: 409, Failed: 600}), WithReplayHeaders("location", "bad name"),
-		WithRetryAfter(1500*time.Millisecond, 0), WithMethods("POST", ""))
+		WithRetryAfter(1500*time.Millisecond, 0), WithMethods("POST", ""), WithScope(nil))
 	if !errors.Is(err, idem.ErrConfig) {
 		t.Fatalf("NewHandler with nonsense: %v, want ErrConfig", err)
 	}
 	for _, name := range []string{"New: give a store", "WithKeyHeader: give ", "WithBodyLimit: give ", "WithResponseLimit: give ", "WithKeep: give ",
 		"WithErrorWriter: give ", "WithFingerprint: fingerprint: WithMaxDepth: give ", "WithReplayMarker: give ",
 		"give InFlight a status of 200–599, or 0 for the default (got 99)", "give Failed a status of 200–599, or 0 for the default (got 600)",
-		"WithReplayHeaders: give ", "WithRetryAfter: give ", "WithMethods: give "} {
+		"WithReplayHeaders: give ", "WithRetryAfter: give ", "WithMethods: give ", "WithScope: give a function"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("the error does not name %s: %v", name, err)
 		}
@@ -194,7 +194,7 @@ func TestOptionsRefuseNonsense(t *testing.T) {
 // Valid settings are taken as given: a zero Statuses field keeps its
 // default, never-stored headers are dropped, Retry-After rounds up.
 func TestOptionsTakeValidSettings(t *testing.T) {
-	h := must.Get(NewHandler(newTestStore(t), WithKeyHeader("x-request-key"), WithReplayMarker("idempotent-replayed"),
+	h := must.Get(NewHandler(newTestStore(t), WithSingleTenant(), WithKeyHeader("x-request-key"), WithReplayMarker("idempotent-replayed"),
 		WithStatuses(Statuses{Mismatch: 409}), WithReplayHeaders("set-cookie", "location", "Location"),
 		WithRetryAfter(1500*time.Millisecond, time.Millisecond), WithBodyLimit(0), WithResponseLimit(0)))(t)
 	c := h.c
@@ -219,7 +219,7 @@ func TestOptionsTakeValidSettings(t *testing.T) {
 func TestZeroLimitsAreNone(t *testing.T) {
 	big := strings.Repeat("x", max(DefaultBodyLimit, DefaultResponseLimit)+1)
 	runs := 0
-	h := must.Get(New(newTestStore(t), WithBodyLimit(0), WithResponseLimit(0),
+	h := must.Get(New(newTestStore(t), WithSingleTenant(), WithBodyLimit(0), WithResponseLimit(0),
 		WithFingerprint(fingerprint.WithMaxBytes(0))))(t)(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			runs++
@@ -246,7 +246,7 @@ func TestZeroLimitsAreNone(t *testing.T) {
 // The details of problems about the client's input read as sentences for
 // the client: no Go package prefixes.
 func TestProblemDetailsForClients(t *testing.T) {
-	h := must.Get(New(newTestStore(t)))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(New(newTestStore(t), WithSingleTenant()))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	for _, c := range []struct {
@@ -293,7 +293,7 @@ func TestFingerprintJSONBodies(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			runs := 0
-			h := must.Get(New(newTestStore(t), c.opts...))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := must.Get(New(newTestStore(t), append([]Option{WithSingleTenant()}, c.opts...)...))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				runs++
 				w.WriteHeader(http.StatusCreated)
 			}))

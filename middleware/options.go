@@ -55,6 +55,7 @@ type config struct {
 	derive        bool
 	methods       []string
 	scope         func(*http.Request) string
+	scoped        bool // WithScope or WithSingleTenant was given
 	fp            *fingerprint.Builder
 	fpOpts        []fingerprint.Option // WithFingerprint's, for fingerprint.New
 	bodyLimit     int64
@@ -126,13 +127,42 @@ func WithMethods(methods ...string) Option {
 	}
 }
 
-// WithScope sets the function that names the scope of a request (tenant,
-// account, user), which becomes part of the key: the same client key in two
-// scopes names two operations. Default none, and nil is none: one scope
-// for everybody. It runs after the earlier middleware, so it can read what
-// authentication put in the request's context.
+// WithScope sets the function that names the principal of a request (the
+// tenant, account or user who sent it), which becomes part of the key: the
+// same client key from two principals names two operations, and neither
+// ever reads the other's stored response. A scope is required: New,
+// NewHandler and the adapters refuse a configuration with neither
+// WithScope nor WithSingleTenant. nil is an error.
+//
+// scope runs for each guarded request that carries a key (or gets a
+// derived one), after the earlier middleware, so it can read what
+// authentication put in the request's context ([ScopeFromContext]); Gin
+// and Echo adapters offer the same for their own context's values. An
+// empty answer means the request names no principal: it is refused with
+// ProblemScopeMissing (401 by default) and nothing is claimed. Name the
+// principal by what stays the same across a retry — a user or account id
+// — never by a credential that rotates (a bearer token, a session cookie,
+// a client certificate's serial): a retry after a token refresh is the
+// same operation and must replay. WithScope and WithSingleTenant set one
+// setting: the last given wins.
 func WithScope(scope func(r *http.Request) string) Option {
-	return func(c *config) error { c.scope = scope; return nil }
+	return func(c *config) error {
+		if scope == nil {
+			return errors.New("WithScope: give a function that names the request's principal, or WithSingleTenant() for a service with one (got nil)")
+		}
+		c.scope, c.scoped = scope, true
+		return nil
+	}
+}
+
+// WithSingleTenant says, explicitly, that the service has one principal:
+// every caller shares one scope, and a stored response reaches any caller
+// that sends its key and request. Use it only where that is true (an
+// internal service called by one client, a single-user tool); a service
+// with several tenants or users gives WithScope instead. It replaces a
+// WithScope given before it.
+func WithSingleTenant() Option {
+	return func(c *config) error { c.scope, c.scoped = nil, true; return nil }
 }
 
 // WithFingerprint sets what "the same request" means, with the options of

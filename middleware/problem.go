@@ -39,6 +39,10 @@ const (
 	// not stored and cannot be repeated (the tombstone). original_status
 	// holds the status it had. Retrying does not help. Default status 409.
 	ProblemNotReplayable = problemBase + "ProblemNotReplayable"
+	// ProblemScopeMissing: the request names no principal (the WithScope
+	// function returned ""), so its key cannot be bound to one; nothing was
+	// claimed. Default status 401.
+	ProblemScopeMissing = problemBase + "ProblemScopeMissing"
 	// ProblemFailed: the handler panicked, the stored response is
 	// unreadable, or the middleware is misconfigured. Default status 500.
 	ProblemFailed = problemBase + "ProblemFailed"
@@ -99,6 +103,7 @@ type Statuses struct {
 	Mismatch      int // the key is bound to another request: 422
 	Unavailable   int // the store cannot decide: 503
 	NotReplayable int // a tombstone (streamed, hijacked or oversized): 409
+	ScopeMissing  int // a request that names no principal (WithScope gave ""): 401
 	Failed        int // a panic, an unreadable record, misconfiguration: 500
 }
 

@@ -15,7 +15,7 @@ import (
 // it in its own transaction.
 func TestReservationNetHTTP(t *testing.T) {
 	behaviour.RunReservation(t, func(store *tiered.Store, serve behaviour.Serve) (http.Handler, error) {
-		mw, err := middleware.New(store)
+		mw, err := middleware.New(store, middleware.WithSingleTenant())
 		if err != nil {
 			return nil, err
 		}
@@ -30,7 +30,7 @@ func TestReservationNetHTTP(t *testing.T) {
 // The same behind chi, with the id from chi's URL parameters.
 func TestReservationChi(t *testing.T) {
 	behaviour.RunReservation(t, func(store *tiered.Store, serve behaviour.Serve) (http.Handler, error) {
-		mw, err := middleware.New(store)
+		mw, err := middleware.New(store, middleware.WithSingleTenant())
 		if err != nil {
 			return nil, err
 		}

@@ -42,10 +42,19 @@ func newHTTPRig(t *testing.T, b *backend, runs *atomic.Int64) *httpRig {
 		fmt.Fprintf(w, `{"tenant":%q,"run":%d,"body":%q}`, r.Header.Get("X-Tenant"), run, body)
 	})
 	mw := must.Get(middleware.New(n.Store, middleware.WithBodyLimit(bodyLimit),
-		middleware.WithScope(func(r *http.Request) string { return r.Header.Get("X-Tenant") })))(t)
+		middleware.WithScope(tenantOf)))(t)
 	srv := httptest.NewServer(mw(h))
 	t.Cleanup(srv.Close)
 	return &httpRig{node: n, srv: srv, runs: runs}
+}
+
+// tenantOf is the rig's scope: the X-Tenant header, and one tenant for
+// the requests that name none.
+func tenantOf(r *http.Request) string {
+	if t := r.Header.Get("X-Tenant"); t != "" {
+		return t
+	}
+	return "no-tenant"
 }
 
 // raw sends req, bytes as they go on the wire, and returns the status and

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idem/idemotel"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
+	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 	"github.com/idemkit/idem/middleware/idemgin"
 	"github.com/idemkit/idem/tiered"
@@ -36,14 +37,14 @@ func TestSpansNestUnderFrameworkServerSpans(t *testing.T) {
 			gin.SetMode(gin.ReleaseMode)
 			r := gin.New()
 			r.Use(otelgin.Middleware("payments", otelgin.WithTracerProvider(tp)))
-			r.Use(must.Get(idemgin.Middleware(s))(t))
+			r.Use(must.Get(idemgin.Middleware(s, middleware.WithSingleTenant()))(t))
 			r.POST("/pay", func(c *gin.Context) { h(c.Writer, c.Request) })
 			return r
 		}},
 		{"echo", func(t *testing.T, tp trace.TracerProvider, s *tiered.Store, h http.HandlerFunc) http.Handler {
 			e := echo.New()
 			e.Use(otelecho.Middleware("payments", otelecho.WithTracerProvider(tp)))
-			e.Use(must.Get(idemecho.Middleware(s))(t))
+			e.Use(must.Get(idemecho.Middleware(s, middleware.WithSingleTenant()))(t))
 			e.POST("/pay", func(c echo.Context) error { h(c.Response(), c.Request()); return nil })
 			return e
 		}},

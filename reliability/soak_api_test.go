@@ -365,7 +365,7 @@ func (a *api) router(framework string, long, short *tiered.Store) (http.Handler,
 		gin.DefaultWriter, gin.DefaultErrorWriter = io.Discard, io.Discard
 		g := gin.Default() // with gin.Recovery, as most Gin services run
 		for route, st := range stores {
-			mw, err := idemgin.Middleware(st)
+			mw, err := idemgin.Middleware(st, middleware.WithSingleTenant())
 			if err != nil {
 				return nil, err
 			}
@@ -377,7 +377,7 @@ func (a *api) router(framework string, long, short *tiered.Store) (http.Handler,
 		e.Logger.SetOutput(io.Discard)
 		e.Use(echomw.Recover())
 		for route, st := range stores {
-			mw, err := idemecho.Middleware(st)
+			mw, err := idemecho.Middleware(st, middleware.WithSingleTenant())
 			if err != nil {
 				return nil, err
 			}
@@ -388,7 +388,7 @@ func (a *api) router(framework string, long, short *tiered.Store) (http.Handler,
 		c := chi.NewRouter()
 		c.Use(chimw.Recoverer)
 		for route, st := range stores {
-			mw, err := middleware.New(st)
+			mw, err := middleware.New(st, middleware.WithSingleTenant())
 			if err != nil {
 				return nil, err
 			}

@@ -33,7 +33,7 @@ func TestAtomicBehindTheMiddleware(t *testing.T) {
 			_, _ = w.Write([]byte(`{"charge":"` + id + `"}`))
 		}
 		serve := func(s *tiered.Store, id string) *httptest.ResponseRecorder {
-			mw, err := middleware.New(s)
+			mw, err := middleware.New(s, middleware.WithSingleTenant())
 			if err != nil {
 				t.Fatal(err)
 			}

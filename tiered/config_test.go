@@ -69,7 +69,7 @@ func TestMissingTableIsAConfigurationError(t *testing.T) {
 		t.Fatalf("logged %d times, want once per Store:\n%s", n, logged.String())
 	}
 	s := newStore(t, tiered.WithSQL(sql))
-	h := must.Get(middleware.New(s))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := must.Get(middleware.New(s, middleware.WithSingleTenant()))(t)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Error("the handler ran without a decision")
 	}))
 	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{}`))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idem/internal/testkit/behaviour"
 	"github.com/idemkit/idem/internal/testkit/must"
+	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 )
 
@@ -31,7 +32,7 @@ func TestLaterReturnsError(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var later, runs atomic.Int64
 			e := echo.New()
-			e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t)))(t), func(next echo.HandlerFunc) echo.HandlerFunc {
+			e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t), middleware.WithSingleTenant()))(t), func(next echo.HandlerFunc) echo.HandlerFunc {
 				return func(echo.Context) error { later.Add(1); return c.err }
 			})
 			e.POST("/pay", func(c echo.Context) error { return c.String(http.StatusCreated, fmt.Sprint(runs.Add(1))) })

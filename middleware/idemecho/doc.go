@@ -2,12 +2,13 @@
 // that carry an Idempotency-Key execute once, and every retry gets the first
 // response again.
 //
-//	mw, err := idemecho.Middleware(store, middleware.WithScope(tenantOf))
+//	// The account your authentication middleware set with c.Set("account", …).
+//	mw, err := idemecho.Middleware(store, middleware.WithScope(idemecho.ScopeFromContext("account")))
 //	if err != nil {
 //		return err
 //	}
 //	e := echo.New()
-//	e.Use(mw)
+//	e.Use(authenticate, mw)
 //
 // The adapter translates only: every decision, status code and option is
 // package middleware's, documented there (the behaviour table, the key

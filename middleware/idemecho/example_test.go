@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 	"github.com/idemkit/idem/tiered"
 )
@@ -28,12 +29,20 @@ func ExampleMiddleware() {
 	defer store.Close()
 
 	runs := 0
-	mw, err := idemecho.Middleware(store)
+	// Each key is bound to the account that authentication put in Echo's
+	// context (c.Set): one account never reads another's payment.
+	authenticate := func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Set("account", strings.TrimPrefix(c.Request().Header.Get("Authorization"), "Bearer token-of-"))
+			return next(c)
+		}
+	}
+	mw, err := idemecho.Middleware(store, middleware.WithScope(idemecho.ScopeFromContext("account")))
 	if err != nil {
 		log.Fatal(err)
 	}
 	e := echo.New()
-	e.Use(mw)
+	e.Use(authenticate, mw)
 	e.POST("/payments", func(c echo.Context) error {
 		runs++
 		if runs == 1 {
@@ -45,6 +54,7 @@ func ExampleMiddleware() {
 
 	for range 3 {
 		req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Authorization", "Bearer token-of-acct_1")
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "order-7")
 		rec := httptest.NewRecorder()

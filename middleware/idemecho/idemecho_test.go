@@ -33,7 +33,7 @@ func TestNativeHandlers(t *testing.T) {
 			return err
 		}
 	})
-	e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t)))(t))
+	e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t), middleware.WithSingleTenant()))(t))
 	e.POST("/json", func(c echo.Context) error {
 		c.Response().Header().Set("Location", "/p/1")
 		return c.JSON(http.StatusCreated, map[string]any{"run": runs.Add(1), "ctx": c.Request().Context().Value(ctxKey{})})
@@ -97,7 +97,7 @@ func TestProblemThroughEcho(t *testing.T) {
 			return err
 		}
 	})
-	e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(true)))(t))
+	e.Use(must.Get(idemecho.Middleware(behaviour.MemoryStore(t), middleware.WithSingleTenant(), middleware.WithRequire(true)))(t))
 	e.POST("/pay", func(c echo.Context) error { return c.String(http.StatusCreated, "paid") })
 	got := behaviour.Post(t, e, "/pay", "")
 	if got.Status != http.StatusBadRequest || got.ContentType != "application/problem+json" {

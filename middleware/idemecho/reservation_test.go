@@ -8,6 +8,7 @@ import (
 	echomw "github.com/labstack/echo/v4/middleware"
 
 	"github.com/idemkit/idem/internal/testkit/behaviour"
+	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 	"github.com/idemkit/idem/tiered"
 )
@@ -16,7 +17,7 @@ import (
 // completes it in its own transaction, behind Echo's Recover.
 func TestReservation(t *testing.T) {
 	behaviour.RunReservation(t, func(store *tiered.Store, serve behaviour.Serve) (http.Handler, error) {
-		mw, err := idemecho.Middleware(store)
+		mw, err := idemecho.Middleware(store, middleware.WithSingleTenant())
 		if err != nil {
 			return nil, err
 		}

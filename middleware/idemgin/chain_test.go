@@ -30,7 +30,7 @@ func router(t *testing.T, e func() *gin.Engine, withIdem bool, saw *[]outer, run
 		c.Next()
 	})
 	if withIdem {
-		r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(false)))(t))
+		r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithSingleTenant(), middleware.WithRequire(false)))(t))
 	}
 	r.Use(func(c *gin.Context) {
 		switch c.Request.URL.Path {

@@ -2,12 +2,13 @@
 // carry an Idempotency-Key execute once, and every retry gets the first
 // response again.
 //
-//	mw, err := idemgin.Middleware(store, middleware.WithScope(tenantOf))
+//	// The account your authentication middleware set with c.Set("account", …).
+//	mw, err := idemgin.Middleware(store, middleware.WithScope(idemgin.ScopeFromContext("account")))
 //	if err != nil {
 //		return err
 //	}
 //	r := gin.New()
-//	r.Use(mw)
+//	r.Use(authenticate, mw)
 //
 // The adapter translates only: every decision, status code and option is
 // package middleware's, documented there (the behaviour table, the key

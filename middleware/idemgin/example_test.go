@@ -29,12 +29,18 @@ func ExampleMiddleware() {
 	defer store.Close()
 
 	runs := 0
-	mw, err := idemgin.Middleware(store, middleware.WithRequire(true))
+	// Each key is bound to the account that authentication put in Gin's
+	// context (c.Set): one account never reads another's payment.
+	authenticate := func(c *gin.Context) {
+		c.Set("account", strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer token-of-"))
+		c.Next()
+	}
+	mw, err := idemgin.Middleware(store, middleware.WithScope(idemgin.ScopeFromContext("account")), middleware.WithRequire(true))
 	if err != nil {
 		log.Fatal(err)
 	}
 	r := gin.New()
-	r.Use(mw)
+	r.Use(authenticate, mw)
 	r.POST("/payments", func(c *gin.Context) {
 		runs++
 		c.Header("Location", "/payments/1")
@@ -43,6 +49,7 @@ func ExampleMiddleware() {
 
 	for _, key := range []string{"order-7", "order-7", ""} {
 		req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Authorization", "Bearer token-of-acct_1")
 		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)

@@ -1,6 +1,7 @@
 package idemgin
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -19,6 +20,9 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) (gin.HandlerFunc
 		return nil, err
 	}
 	return func(c *gin.Context) {
+		// The core sees the request; WithScope's function reads gin's
+		// context (c.Get) through it.
+		c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), ginKey{}, c))
 		orig, origReq := c.Writer, c.Request
 		// Gin's handler loop goes on with the handler after the one that
 		// last ran unless the chain is aborted. So unless the core passed
@@ -58,4 +62,38 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) (gin.HandlerFunc
 			}
 		})
 	}, nil
+}
+
+// ginKey is the request context's key of the gin.Context the core serves.
+type ginKey struct{}
+
+// ScopeFunc returns a scope function for middleware.WithScope that names
+// the principal (tenant, account or user) from Gin's context, as scope
+// reads it there: what authentication middleware before this one found.
+// The rules are middleware.WithScope's: "" refuses the request with
+// middleware.ProblemScopeMissing, and the principal is named by a stable
+// id, never by a credential that rotates. It reads Gin's context only
+// behind this package's Middleware; elsewhere it names no principal.
+func ScopeFunc(scope func(c *gin.Context) string) func(r *http.Request) string {
+	return func(r *http.Request) string {
+		c, ok := r.Context().Value(ginKey{}).(*gin.Context)
+		if !ok || scope == nil {
+			return "" // not served by this package's Middleware
+		}
+		return scope(c)
+	}
+}
+
+// ScopeFromContext returns a scope function for middleware.WithScope that
+// reads the principal that authentication middleware set under key in
+// Gin's context (c.Set(key, …)), as middleware.ScopeOf reads it: a
+// string, a fmt.Stringer or an integer; no value, or one of another type,
+// refuses the request with middleware.ProblemScopeMissing.
+//
+//	mw, err := idemgin.Middleware(store, middleware.WithScope(idemgin.ScopeFromContext("account")))
+func ScopeFromContext(key string) func(r *http.Request) string {
+	return ScopeFunc(func(c *gin.Context) string {
+		v, _ := c.Get(key)
+		return middleware.ScopeOf(v)
+	})
 }

@@ -30,7 +30,7 @@ func TestNativeHandlers(t *testing.T) {
 		c.Next()
 		outer = append(outer, c.Writer.Status())
 	})
-	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t)))(t))
+	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithSingleTenant()))(t))
 	r.POST("/json", func(c *gin.Context) {
 		c.Header("Location", "/p/"+strconv.FormatInt(runs.Add(1), 10))
 		c.JSON(http.StatusCreated, gin.H{"run": runs.Load(), "ctx": c.Request.Context().Value(ctxKey{})})
@@ -90,7 +90,7 @@ func TestNativeHandlers(t *testing.T) {
 func TestAbortsChain(t *testing.T) {
 	var runs atomic.Int64
 	r := gin.New()
-	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithRequire(true)))(t))
+	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithSingleTenant(), middleware.WithRequire(true)))(t))
 	r.POST("/pay", func(c *gin.Context) { c.String(http.StatusCreated, "run %d", runs.Add(1)) })
 	behaviour.Post(t, r, "/pay", "k1")
 	if got := behaviour.Post(t, r, "/pay", "k1"); got.Body != "run 1" {
@@ -111,7 +111,7 @@ func TestAbortsChain(t *testing.T) {
 func TestUnknownRoute(t *testing.T) {
 	var runs atomic.Int64
 	r := gin.New()
-	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t)))(t), func(*gin.Context) { runs.Add(1) })
+	r.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithSingleTenant()))(t), func(*gin.Context) { runs.Add(1) })
 	r.POST("/pay", func(c *gin.Context) { c.String(http.StatusCreated, "paid") })
 	a, b := behaviour.Post(t, r, "/nope", "k"), behaviour.Post(t, r, "/nope", "k")
 	if a.Status != http.StatusNotFound || a.Body != "404 page not found" || b.Status != http.StatusNotFound || runs.Load() != 1 {

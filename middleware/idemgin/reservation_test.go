@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkit/idem/internal/testkit/behaviour"
+	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemgin"
 	"github.com/idemkit/idem/tiered"
 )
@@ -15,7 +16,7 @@ import (
 // completes it in its own transaction, behind gin.Default's recovery.
 func TestReservation(t *testing.T) {
 	behaviour.RunReservation(t, func(store *tiered.Store, serve behaviour.Serve) (http.Handler, error) {
-		mw, err := idemgin.Middleware(store)
+		mw, err := idemgin.Middleware(store, middleware.WithSingleTenant())
 		if err != nil {
 			return nil, err
 		}

@@ -30,7 +30,7 @@ func (k *kit) burst(t *testing.T, rounds int) {
 		in := k.open(t, nil)
 		// The gate counts arrivals in front of the middleware, so the handler
 		// can wait until every copy of the request is in the system.
-		mounted, err := k.Mount(in.store, nil, app)
+		mounted, err := k.Mount(in.store, kitOptions(nil), app)
 		if err != nil {
 			t.Fatalf("mount: %v", err)
 		}

@@ -115,6 +115,7 @@ func (k *kit) startChainFor(t *testing.T, app *chainApp, opts ...middleware.Opti
 // mountChain mounts with the stack's Chain, or with its Mount and later
 // as a net/http wrapper of h.
 func (k *kit) mountChain(store *tiered.Store, opts []middleware.Option, later func(http.ResponseWriter, *http.Request) bool, h http.Handler) (http.Handler, error) {
+	opts = kitOptions(opts)
 	if k.Chain != nil {
 		return k.Chain(store, opts, later, h)
 	}

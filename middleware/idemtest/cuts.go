@@ -91,7 +91,7 @@ func (k *kit) cuts(t *testing.T) {
 				k.parallel(t)
 				held := c.held || (k.Atomic && c.heldAtomic)
 				app := &cutApp{write: c.write, value: c.value}
-				mounted, err := k.Mount(k.open(t, nil).store, nil, app)
+				mounted, err := k.Mount(k.open(t, nil).store, kitOptions(nil), app)
 				if err != nil {
 					t.Fatalf("mount: %v", err)
 				}

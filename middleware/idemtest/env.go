@@ -104,7 +104,7 @@ type server struct {
 func (e *env) start(t *testing.T, mw []middleware.Option, so ...tiered.Option) *server {
 	t.Helper()
 	s := &server{instance: e.open(t, e.busy, so...)}
-	mounted, err := e.Mount(s.store, mw, e.app)
+	mounted, err := e.Mount(s.store, kitOptions(mw), e.app)
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}

@@ -15,8 +15,10 @@ import (
 // Mount puts the idempotency middleware, built over store with exactly
 // opts, in front of h in the stack under test, and returns the server's
 // handler or the error of the middleware's constructor. Each row sets the
-// options it checks; options of the service's own (a required key, a
-// scope) change the answers the rows expect. The handler must route every
+// options it checks, a scope always among them (middleware.WithSingleTenant
+// unless the row checks scopes; one row mounts without a scope and expects
+// the constructor's refusal); options of the service's own (a required
+// key, a scope of its own after opts) change the answers the rows expect. The handler must route every
 // method and every path to h, and h must see the request and the writer
 // that the framework hands to its own handlers (gin.WrapH,
 // echo.WrapHandler). Whatever else the stack puts around the middleware —

@@ -71,9 +71,14 @@ func TestRunNetHTTP(t *testing.T) {
 // helper process knows them by.
 var broken = map[string]Mount{
 	// The service drops the options it was given: the middleware runs on
-	// its defaults.
+	// its defaults and the service's own single scope.
 	"drops options": func(store *tiered.Store, _ []middleware.Option, h http.Handler) (http.Handler, error) {
-		return guarded(store, nil, h)
+		return guarded(store, []middleware.Option{middleware.WithSingleTenant()}, h)
+	},
+	// The service makes every configuration single-tenant, whatever it is
+	// given: one caller's answer reaches every other.
+	"unscoped": func(store *tiered.Store, opts []middleware.Option, h http.Handler) (http.Handler, error) {
+		return guarded(store, append(opts, middleware.WithSingleTenant()), h)
 	},
 	// The service forgot the middleware.
 	"no middleware": func(_ *tiered.Store, _ []middleware.Option, h http.Handler) (http.Handler, error) {
@@ -103,6 +108,9 @@ func TestKitFindsBrokenStacks(t *testing.T) {
 		{"drops options",
 			[]string{"required_key_missing", "body_over_limit", "replay_marker", "derived_key", "tenants_never_meet", "chain/key_missing"},
 			[]string{"completed_replay", "mismatch", "malformed_keys", "burst", "cuts"}},
+		{"unscoped",
+			[]string{"a_scope_is_required", "tenants_never_meet", "no_principal_is_refused", "a_derived_key_is_scoped"},
+			[]string{"completed_replay", "mismatch", "derived_key", "required_key_missing"}},
 		{"no middleware",
 			[]string{"completed_replay", "mismatch", "malformed_keys", "burst", "chain/executed_then_replayed"},
 			[]string{"no_key_passes_through"}},

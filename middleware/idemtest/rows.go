@@ -36,7 +36,10 @@ var rows = []row{
 	{name: "flush is a tombstone", fn: flushTombstone},
 	{name: "oversized response is a tombstone", fn: oversizedTombstone},
 	{name: "hijack is a tombstone", fn: hijackTombstone},
+	{name: "a scope is required", fn: scopeRequired},
 	{name: "tenants never meet", fn: tenants},
+	{name: "no principal is refused", fn: noPrincipal},
+	{name: "a derived key is scoped", fn: derivedKeyScoped},
 	// The handler-ending table (Endings) beyond the rows above.
 	{name: "ending: writes nothing", fn: writesNothing},
 	{name: "ending: an empty 200 on purpose", fn: emptyOnPurpose},

@@ -212,26 +212,6 @@ func mismatch(t *testing.T, e *env) {
 	wantRuns(t, e, 1)
 }
 
-func tenants(t *testing.T, e *env) {
-	scope := middleware.WithScope(func(r *http.Request) string { return r.Header.Get("X-Tenant") })
-	s1, s2 := e.start(t, []middleware.Option{scope}), e.start(t, []middleware.Option{scope})
-	k := newKey()
-	as := func(tenant string) request {
-		return request{path: "/pay", key: k, body: payBody, header: http.Header{"X-Tenant": {tenant}}}
-	}
-	a := s1.send(t, as("acme"))
-	b := s1.send(t, as("globex"))
-	wantStatus(t, a, http.StatusCreated)
-	wantStatus(t, b, http.StatusCreated)
-	if !strings.Contains(string(a.body), `"tenant":"acme"`) || !strings.Contains(string(b.body), `"tenant":"globex"`) {
-		t.Fatalf("tenants saw %q and %q", a.body, b.body)
-	}
-	wantReplay(t, a, s2.send(t, as("acme")))
-	wantReplay(t, b, s2.send(t, as("globex")))
-	wantReplay(t, a, s1.send(t, as("acme")))
-	wantRuns(t, e, 2)
-}
-
 // clientGivesUp: the leading client disconnects while the handler runs. The
 // handler is not cancelled, finishes, and its response is stored for the
 // retry.
