@@ -54,6 +54,7 @@ var optionMeanings = map[string]string{
 	"sqllayer.WithRecordsTable":   "the table of idempotency records",
 	"sqllayer.WithEventsTable":    "the table of processed events",
 	"sqllayer.WithVersionsTable":  "the table of sync-job versions",
+	"sqllayer.WithAuditTable":     "the table of operators' releases and forgets",
 	"sqllayer.WithRetries":        "how often a statement that lost a deadlock runs again",
 	"sqllayer.WithReserveOrder":   "the order of the SQL Reserve's statements",
 	"sqllayer.WithEventRetention": "how long a processed event is kept",

@@ -187,4 +187,12 @@
 // then claim a key whose owner is still working. That is why SQL decides
 // when money is at stake: this layer makes duplicates cheap and fast, the
 // SQL layer makes the final yes or no.
+//
+// # Operators
+//
+// Layer.Admin reads a record with its owner token (Redis keeps no scope,
+// client key or claim time: SQL has them), lists the claims whose lease
+// lapsed by a SCAN of every master or shard, and frees a claim or a
+// completed record by compare-and-set on the token read (admin.lua). The
+// idem command uses it beside the SQL tier's Admin, which keeps the audit.
 package redislayer

@@ -24,6 +24,11 @@
 //     expires_at (indexed).
 //   - sync_versions: (source, external_id) primary key, version, updated_at.
 //
+// Layer.Admin is the operator's view (the idem command's): it reads a
+// record with its token, lists stuck claims, frees one by compare-and-set
+// and records each release and forget in a fourth table, idem_audit
+// (WithAuditTable), which Admin.Init creates and Admin.Schema lists.
+//
 // # The clock rule
 //
 // Every lease and expiry is decided in SQL by the database's clock, never the

@@ -52,6 +52,7 @@ type Layer struct {
 	names    names
 	retries  int
 	eventTTL time.Duration
+	audit    string // the Admin's audit table
 
 	// batchSize is the most calls one batched statement carries; 0: off.
 	batchSize   int
@@ -82,7 +83,7 @@ type Layer struct {
 func New(db *bun.DB, opts ...Option) (*Layer, error) {
 	c := defaults()
 	errs := option.Apply(&c, opts)
-	l := &Layer{db: db, names: c.names, retries: c.retries, order: c.order, eventTTL: c.eventTTL, batchSize: c.batchSize}
+	l := &Layer{db: db, names: c.names, retries: c.retries, order: c.order, eventTTL: c.eventTTL, batchSize: c.batchSize, audit: c.audit}
 	var st stmts
 	if db == nil {
 		errs = append(errs, errors.New("New: give a *bun.DB (got nil)"))
@@ -104,7 +105,7 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 			errs = append(errs, fmt.Errorf("New: give a *bun.DB of dialect pg, mysql or sqlite (got %s)", l.dialect))
 		}
 	}
-	errs = append(errs, l.names.validate(l.sqlite))
+	errs = append(errs, l.names.validate(l.sqlite), l.validateAudit())
 	if err := option.Refuse("sqllayer", errs...); err != nil {
 		return nil, err
 	}

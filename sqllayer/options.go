@@ -49,6 +49,7 @@ type config struct {
 	order     idem.ReserveOrder
 	eventTTL  time.Duration
 	batchSize int
+	audit     string // WithAuditTable
 }
 
 func defaults() config {
@@ -56,6 +57,7 @@ func defaults() config {
 		names:    names{DefaultRecordsTable, DefaultEventsTable, DefaultVersionsTable},
 		retries:  DefaultRetries,
 		eventTTL: DefaultEventRetention,
+		audit:    DefaultAuditTable,
 	}
 }
 

@@ -93,6 +93,13 @@ func (l *Layer) Schema() []string { return append([]string(nil), l.schema...) }
 // means is retried. On MySQL each CREATE TABLE carries its indexes, so every
 // statement is atomic on its own.
 func (l *Layer) Init(ctx context.Context) error {
+	return l.wrap("init", l.apply(ctx, "sqllayer:init:"+l.names.records, l.schema))
+}
+
+// apply runs the idempotent statements stmts as Init does: on Postgres in
+// one transaction under the advisory lock named lock, and again after a
+// race with a concurrent creation of the same objects.
+func (l *Layer) apply(ctx context.Context, lock string, stmts []string) error {
 	var err error
 	for attempt := 0; attempt <= l.retries+1; attempt++ {
 		if attempt > 0 {
@@ -102,19 +109,19 @@ func (l *Layer) Init(ctx context.Context) error {
 		}
 		if l.dialect == dialect.PG {
 			err = l.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-				if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext(?))", "sqllayer:init:"+l.names.records); err != nil {
+				if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext(?))", lock); err != nil {
 					return err
 				}
-				return execAll(ctx, tx, l.schema)
+				return execAll(ctx, tx, stmts)
 			})
 		} else {
-			err = execAll(ctx, l.db, l.schema)
+			err = execAll(ctx, l.db, stmts)
 		}
 		if err == nil || !raced(err, l.dialect) {
 			break
 		}
 	}
-	return l.wrap("init", err)
+	return err
 }
 
 func execAll(ctx context.Context, db bun.IConn, stmts []string) error {
