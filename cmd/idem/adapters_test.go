@@ -40,12 +40,14 @@ type guards struct {
 // options, in this one place.
 func guard(t *testing.T, store *tiered.Store) guards {
 	t.Helper()
-	var opts []middleware.Option
+	// One principal: the operator's --scope is then "" for HTTP and the
+	// method for gRPC, as the service's keys are.
+	opts := []middleware.Option{middleware.WithSingleTenant()}
 	return guards{
 		http: must.Get(middleware.New(store, opts...))(t),
 		gin:  must.Get(idemgin.Middleware(store, opts...))(t),
 		echo: must.Get(idemecho.Middleware(store, opts...))(t),
-		grpc: must.Get(idemgrpc.UnaryServerInterceptor(store))(t),
+		grpc: must.Get(idemgrpc.UnaryServerInterceptor(store, idemgrpc.WithSingleTenant()))(t),
 	}
 }
 
