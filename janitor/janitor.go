@@ -38,6 +38,21 @@ type Sweeper interface {
 	DeleteExpired(ctx context.Context, batch int) (int64, error)
 }
 
+// SweepRecorder is a Sweeper that also keeps each run of the janitor
+// where an operator can read it (idem stats: when expired rows were last
+// swept, and by which host). *sqllayer.Layer is one: it records the runs in
+// its audit table, once that table exists. The Janitor calls RecordSweep
+// after each sweep it ran (not when another instance held the lock), with
+// what the sweep deleted, how long it took and its error; a failure to
+// record is reported to the observer and changes nothing else.
+type SweepRecorder interface {
+	Sweeper
+	RecordSweep(ctx context.Context, deleted int64, took time.Duration, sweepErr error) error
+}
+
+// recordTimeout bounds the recording of one run.
+const recordTimeout = 5 * time.Second
+
 // Janitor sweeps expired rows on a schedule. It is safe for concurrent use;
 // run it with Run, in one goroutine per Janitor. It reports each sweep to
 // the observer of the context it runs under (idem.ContextWithObserver): a
@@ -157,7 +172,13 @@ func (j *Janitor) Run(ctx context.Context) error {
 // observer.
 func (j *Janitor) Sweep(ctx context.Context) (deleted int64, swept bool, err error) {
 	start := time.Now()
-	defer func() { j.report(ctx, time.Since(start), swept, deleted, err) }()
+	defer func() {
+		took := time.Since(start)
+		j.report(ctx, took, swept, deleted, err)
+		if swept {
+			j.record(ctx, took, deleted, err)
+		}
+	}()
 	if j.locks == nil {
 		deleted, err = j.sweeper.DeleteExpired(ctx, j.batch)
 		return deleted, true, err
@@ -208,6 +229,22 @@ func (j *Janitor) report(ctx context.Context, took time.Duration, swept bool, de
 	}
 	if err != nil && ctx.Err() == nil {
 		obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierSQL, Duration: took, Err: err})
+	}
+}
+
+// record keeps the run with the sweeper, when it is a SweepRecorder, on a
+// context of its own: ctx may have ended the sweep.
+func (j *Janitor) record(ctx context.Context, took time.Duration, deleted int64, sweepErr error) {
+	rec, ok := j.sweeper.(SweepRecorder)
+	if !ok {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := rec.RecordSweep(rctx, deleted, took, sweepErr); err != nil {
+		if obs := idem.ObserverFrom(ctx); obs != nil {
+			obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierSQL, Err: fmt.Errorf("janitor: recording the sweep: %w", err)})
+		}
 	}
 }
 

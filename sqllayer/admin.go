@@ -289,6 +289,11 @@ type Stats struct {
 	Bytes int64
 	// Now is the database's clock.
 	Now time.Time
+	// LastSweep is the janitor's last run as the audit table recorded it
+	// (Layer.RecordSweep): At, By (the host), Outcome (Swept or
+	// SweepFailed) and Reason (what it deleted, or why it failed). Its At
+	// is zero when the janitor recorded none, or there is no audit table.
+	LastSweep AuditEntry
 }
 
 // Stats counts the records table by state in one scan of it: meant for an
@@ -347,6 +352,9 @@ func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	var size sql.NullInt64
 	if found, err := queryOne(ctx, a.l.pool(), a.st.size, args, &size); err == nil && found && size.Valid {
 		s.Bytes = size.Int64
+	}
+	if s.LastSweep, err = a.lastSweep(ctx); err != nil {
+		return Stats{}, a.l.wrap("stats", err)
 	}
 	return s, nil
 }

@@ -223,3 +223,34 @@ func TestWithAuditTableRefusesNonsense(t *testing.T) {
 		}
 	}
 }
+
+// The janitor's runs are kept in the audit table, and Stats reads the last
+// one back; without the table they are not kept, and that is no error.
+func TestRecordSweep(t *testing.T) {
+	allSQLAtOnce(t, func(t *testing.T, s *testenv.SQL) {
+		b := setup(t, s)
+		bare, _ := b.layer(t, sqllayer.WithAuditTable(testenv.Name("idem_no_audit")))
+		if err := bare.RecordSweep(ctx(t), 3, time.Millisecond, nil); err != nil {
+			t.Fatalf("RecordSweep without an audit table: %v, want nil", err)
+		}
+		if st := must.Get(bare.Admin().Stats(ctx(t)))(t); !st.LastSweep.At.IsZero() {
+			t.Fatalf("Stats without an audit table: last sweep %+v", st.LastSweep)
+		}
+		l, a := admin(t, b)
+		if st := must.Get(a.Stats(ctx(t)))(t); !st.LastSweep.At.IsZero() {
+			t.Fatalf("Stats before any sweep: last sweep %+v", st.LastSweep)
+		}
+		if err := l.RecordSweep(ctx(t), 7, 1500*time.Microsecond, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.RecordSweep(ctx(t), 2, time.Millisecond, errors.New("statement timeout")); err != nil {
+			t.Fatal(err)
+		}
+		st := must.Get(a.Stats(ctx(t)))(t)
+		last := st.LastSweep
+		if last.Outcome != sqllayer.SweepFailed || last.Action != "sweep" || last.At.IsZero() || st.Now.Sub(last.At) > time.Minute ||
+			last.Reason != "after 2 rows in 1ms: statement timeout" {
+			t.Fatalf("last sweep %+v (now %v), want the failed one", last, st.Now)
+		}
+	})
+}

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/must"
+	"github.com/idemkit/idem/janitor"
 	"github.com/idemkit/idem/sqllayer"
 )
 
@@ -234,6 +237,39 @@ func TestListStatsCheck(t *testing.T) {
 		}
 		if o := svc.idem(t, "", "stats"); o.code != exitOK || !strings.Contains(o.stdout, "in progress") {
 			t.Fatalf("stats (table): %d\n%s", o.code, o.stdout)
+		}
+		// The janitor's last run: none recorded before it ran (and before
+		// the audit table exists, its runs are not recorded, silently);
+		// then the run the audit table holds.
+		if st.LastSweep != nil {
+			t.Fatalf("stats before any sweep: last run %+v", st.LastSweep)
+		}
+		var sweepErrs atomic.Int64
+		jctx := idem.ContextWithObserver(testCtx(t), idem.ObserverFunc(func(_ context.Context, e idem.Event) {
+			if e.Kind == idem.EventTierError {
+				sweepErrs.Add(1)
+			}
+		}))
+		j := must.Get(janitor.New(svc.sql))(t)
+		if _, _, err := j.Sweep(jctx); err != nil || sweepErrs.Load() != 0 {
+			t.Fatalf("a sweep without the audit table: %v, %d errors reported", err, sweepErrs.Load())
+		}
+		if st := jsonOf[statsView](t, svc.idem(t, "", "stats", "--json")); st.LastSweep != nil {
+			t.Fatalf("stats after a sweep with no audit table: last run %+v", st.LastSweep)
+		}
+		if err := svc.sql.Admin().Init(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := j.Sweep(jctx); err != nil || sweepErrs.Load() != 0 {
+			t.Fatalf("a sweep: %v, %d errors reported", err, sweepErrs.Load())
+		}
+		o = svc.idem(t, "", "stats", "--json")
+		if st := jsonOf[statsView](t, o); st.LastSweep == nil || st.LastSweep.Outcome != "swept" ||
+			!strings.Contains(st.LastSweep.Reason, "deleted 0 rows") || !strings.HasPrefix(st.LastSweep.By, "janitor") {
+			t.Fatalf("stats after a sweep: last run %+v\n%s", st.LastSweep, o.stderr)
+		}
+		if o := svc.idem(t, "", "stats"); !strings.Contains(o.stdout, "janitor's last run") || !strings.Contains(o.stdout, "swept ") {
+			t.Fatalf("stats (table) after a sweep:\n%s", o.stdout)
 		}
 		if o := svc.idem(t, "", "check"); o.code != exitOK || !strings.Contains(o.stdout, "ready: true") {
 			t.Fatalf("check: %d\n%s%s", o.code, o.stdout, o.stderr)

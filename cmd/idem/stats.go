@@ -41,6 +41,10 @@ var statsCommand = command{
 			if !s.OldestClaim.IsZero() {
 				out.OldestClaimAgeMS = ms(s.Now.Sub(s.OldestClaim))
 			}
+			if last := s.LastSweep; !last.At.IsZero() {
+				out.LastSweep = &sweepView{AgoMS: *ms(s.Now.Sub(last.At)), At: last.At.UTC().Format(time.RFC3339), By: last.By,
+					Outcome: string(last.Outcome), Reason: last.Reason}
+			}
 			if t.client != nil {
 				n, err := t.client.Exists(ctx, *lock).Result()
 				if err != nil && !errors.Is(err, redis.Nil) {
@@ -76,6 +80,18 @@ type statsView struct {
 	// JanitorSweeping says whether the janitor's Redis lock is held now
 	// (a sweep runs); absent without Redis.
 	JanitorSweeping *bool `json:"janitor_sweeping,omitempty"`
+	// LastSweep is the janitor's last run as the audit table recorded it;
+	// absent when it recorded none (no audit table, or no run yet).
+	LastSweep *sweepView `json:"janitor_last_run,omitempty"`
+}
+
+// sweepView is one run of the janitor.
+type sweepView struct {
+	AgoMS   int64  `json:"ago_ms"`
+	At      string `json:"at"`
+	By      string `json:"by"`
+	Outcome string `json:"outcome"` // swept or failed
+	Reason  string `json:"reason"`  // what it deleted, or why it failed
 }
 
 func (s statsView) print(c *config) {
@@ -95,9 +111,14 @@ func (s statsView) print(c *config) {
 		{"expired", fmt.Sprint(s.Expired), "awaiting the janitor; the oldest expired " + ago(s.OldestExpiredAgoMS)},
 		{"size", size, "with indexes (SQLite: the whole database file)"},
 	}
+	last := "no run recorded (the janitor records its runs in the audit table once it exists: idem stats reads them)"
+	if r := s.LastSweep; r != nil {
+		last = fmt.Sprintf("%s %s ago (%s) by %s: %s", r.Outcome, human(time.Duration(r.AgoMS)*time.Millisecond), r.At, r.By, r.Reason)
+	}
+	rows = append(rows, []string{"janitor's last run", "", last})
 	if s.JanitorSweeping != nil {
 		rows = append(rows, []string{"janitor", map[bool]string{true: "sweeping now", false: "not sweeping now"}[*s.JanitorSweeping],
-			"its lock in Redis; it records no last run: the oldest expired row says how far behind it is"})
+			"its lock in Redis"})
 	}
 	fmt.Fprintf(c.env.stdout, "table %s\n\n", s.Table)
 	table(c.env.stdout, []string{"RECORDS", "COUNT", ""}, rows)
