@@ -112,6 +112,12 @@ var optionMeanings = map[string]string{
 	"idemgrpc.WithReplayHeader":   "gRPC: whether replays carry the replayed header",
 	"idemgrpc.WithReplayMetadata": "gRPC: the metadata stored and replayed",
 	"idemgrpc.WithPanicHandler":   "gRPC: who is told of a handler's panic",
+	"idemgrpc.WithAttempts":       "gRPC client: how many times one call is sent at most",
+	"idemgrpc.WithAttemptTimeout": "gRPC client: the bound on one attempt of a call",
+	"idemgrpc.WithDeadline":       "gRPC client: the bound on one call, retries and waits included",
+	"idemgrpc.WithRetention":      "gRPC client: the server's retention, which the deadline must stay below",
+	"idemgrpc.WithBackoff":        "gRPC client: the wait before a retry without RetryInfo",
+	"idemgrpc.WithAttemptHook":    "gRPC client: who hears each attempt of a call",
 
 	// idemwatermill: the queue consumer.
 	"idemwatermill.WithConsumer":  "Watermill: the scope of a message's key",

@@ -56,7 +56,7 @@ func (t *Transport) prepare(req *http.Request) (*operation, error) {
 	case len(vals) == 1:
 		key, fromHeader, given = vals[0], true, true
 	default:
-		if k, ok := keyFrom(req.Context()); ok {
+		if k, ok := KeyFromContext(req.Context()); ok {
 			key, given = k, true
 		} else if contains(c.methods, req.Method) {
 			key = NewKey()

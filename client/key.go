@@ -26,8 +26,9 @@ func ContextWithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, key)
 }
 
-// keyFrom returns the key ContextWithKey put in ctx.
-func keyFrom(ctx context.Context) (string, bool) {
+// KeyFromContext returns the key ContextWithKey put in ctx, for other
+// front doors (idemgrpc's client interceptor reads it too).
+func KeyFromContext(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(keyCtx{}).(string)
 	return k, ok
 }
