@@ -10,14 +10,17 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/idemkit/idem/idemwatermill"
-	"github.com/idemkit/idem/internal/testkit/behaviour"
+	"github.com/idemkit/idem/internal/testkit/must"
+	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/tiered"
 )
 
 // A publisher that sends the same message again after a lost ack is
 // recognised downstream: one effect. One that makes a new message per
 // attempt is not.
 func TestNewMessageOneIdentityPerOperation(t *testing.T) {
-	store := behaviour.MemoryStore(t)
+	store := must.Get(tiered.New(tiered.WithSQL(must.Get(memlayer.New())(t))))(t)
+	t.Cleanup(func() { _ = store.Close() })
 	var runs atomic.Int64
 	h := wrap(t, store, func(*message.Message) ([]*message.Message, error) { runs.Add(1); return nil, nil })
 	msg, err := idemwatermill.NewMessage("order-1042", message.Payload(`{"amount":100}`))
