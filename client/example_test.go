@@ -8,55 +8,37 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
+	"sync"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/client"
-	"github.com/idemkit/idem/memlayer"
-	"github.com/idemkit/idem/tiered"
 )
 
-// chargeServer is an idem-guarded service that counts its executions.
-func chargeServer(runs *atomic.Int64) (*httptest.Server, func()) {
-	layer, _ := memlayer.New()
-	store, _ := tiered.New(tiered.WithSQL(layer))
-	srv := httptest.NewServer(mount(nil, store, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := runs.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"charge":"ch_%d"}`, n)
-	})))
-	return srv, func() { srv.Close(); _ = store.Close() }
-}
-
-// loseFirstAnswer is a network that delivers the first request and loses
-// its answer: the server charged, the client never heard.
-type loseFirstAnswer struct{ lost atomic.Bool }
-
-func (l *loseFirstAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(r)
-	if err == nil && l.lost.CompareAndSwap(false, true) {
-		_ = resp.Body.Close()
-		return nil, io.ErrUnexpectedEOF
-	}
-	return resp, err
-}
-
-// The answer of the first attempt is lost; the retry carries the same key
-// and receives the stored answer: one charge.
+// The first attempt meets a server that is not ready (503); the retry
+// carries the same key, so an idem server runs the operation once.
 func ExampleTransport() {
-	var runs atomic.Int64
-	srv, stop := chargeServer(&runs)
-	defer stop()
+	var mu sync.Mutex
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		n := len(keys)
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"charge":"ch_1"}`)
+	}))
+	defer srv.Close()
 
-	t, err := client.New(&loseFirstAnswer{}, client.WithReplayMarker("Idempotent-Replayed"))
+	c, err := client.NewClient(nil)
 	if err != nil {
 		panic(err)
 	}
-	c := &http.Client{Transport: t}
 	ctx := client.ContextWithKey(context.Background(), "order-1042")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":100}`))
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
 		panic(err)
@@ -65,33 +47,35 @@ func ExampleTransport() {
 	body, _ := io.ReadAll(resp.Body)
 	o, _ := client.OutcomeOf(resp)
 	fmt.Println(resp.StatusCode, string(body))
-	fmt.Println("attempts:", o.Attempts, "replayed:", o.Replayed, "executions:", runs.Load())
+	fmt.Println("attempts:", o.Attempts, "keys sent:", keys)
 	// Output:
 	// 201 {"charge":"ch_1"}
-	// attempts: 2 replayed: true executions: 1
+	// attempts: 2 keys sent: [order-1042 order-1042]
 }
 
 // The same key with another payload is a client error that no retry
-// fixes: Check makes it a typed error.
+// fixes: Check makes idem's 422 a typed error.
 func ExampleCheck() {
-	var runs atomic.Int64
-	srv, stop := chargeServer(&runs)
-	defer stop()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Idempotency-Should-Retry", "false")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = io.WriteString(w, `{"type":"https://pkg.go.dev/github.com/idemkit/idem/middleware#ProblemMismatch",`+
+			`"title":"Idempotency key reused","status":422,"detail":"This idempotency key was used for a different request."}`)
+	}))
+	defer srv.Close()
+
 	c, _ := client.NewClient(nil)
 	ctx := client.ContextWithKey(context.Background(), "order-1043")
-	for _, body := range []string{`{"amount":100}`, `{"amount":999}`} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			panic(err)
-		}
-		err = client.Check(resp)
-		_ = resp.Body.Close()
-		o, _ := client.OutcomeOf(resp)
-		fmt.Println(resp.StatusCode, errors.Is(err, idem.ErrMismatch), o.Attempts)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":999}`))
+	resp, err := c.Do(req)
+	if err != nil {
+		panic(err)
 	}
+	defer resp.Body.Close()
+	err = client.Check(resp)
+	o, _ := client.OutcomeOf(resp)
+	fmt.Println(resp.StatusCode, errors.Is(err, idem.ErrMismatch), "attempts:", o.Attempts)
 	// Output:
-	// 201 false 1
-	// 422 true 1
+	// 422 true attempts: 1
 }

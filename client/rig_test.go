@@ -23,13 +23,10 @@ import (
 
 // mount builds the middleware of every test of this package: the one place
 // that says how the server is configured.
-// A nil t (an example) panics on a configuration error.
 func mount(t testing.TB, store *tiered.Store, h http.Handler, opts ...middleware.Option) http.Handler {
+	t.Helper()
 	mw, err := middleware.New(store, append([]middleware.Option{middleware.WithReplayMarker(replayMarker)}, opts...)...)
 	if err != nil {
-		if t == nil {
-			panic(err)
-		}
 		t.Fatal(err)
 	}
 	return mw(h)
