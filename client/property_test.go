@@ -43,14 +43,8 @@ func TestRandomCutsRunEachOnce(t *testing.T) {
 		c.wantOnce(t, keys[i], got)
 	}
 	c.clean()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	total := 0
-	for _, r := range c.runs {
-		total += r
-	}
-	if total != n || len(c.answers) != n {
-		t.Fatalf("%d executions and %d answers for %d operations", total, len(c.answers), n)
+	if runs, answers := c.runs.Totals(); runs != n || answers != n {
+		t.Fatalf("%d executions and %d answers for %d operations", runs, answers, n)
 	}
 	t.Logf("%d operations, %d attempts cut", n, faults)
 }

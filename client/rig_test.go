@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idem/client"
 	"github.com/idemkit/idem/internal/testkit/faultproxy"
+	"github.com/idemkit/idem/internal/testkit/ledger"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/middleware"
@@ -44,9 +45,7 @@ type cluster struct {
 	slow    chan struct{}
 	started chan string // the key of each execution, as it starts; never blocks
 
-	mu      sync.Mutex // guards runs and answers
-	runs    map[string]int
-	answers map[string]string
+	runs    *ledger.Ledger[string]
 	running sync.WaitGroup
 	next    atomic.Int64 // the instance the next attempt goes to
 }
@@ -54,7 +53,7 @@ type cluster struct {
 // newCluster starts the instances on st, with extra Store options.
 func newCluster(t *testing.T, st *stacktest.Stack, opts ...tiered.Option) *cluster {
 	t.Helper()
-	c := &cluster{runs: map[string]int{}, answers: map[string]string{}, started: make(chan string, 1024)}
+	c := &cluster{runs: ledger.New[string](), started: make(chan string, 1024)}
 	t.Cleanup(c.running.Wait) // detached executions end before the Stores close
 	for i := range c.proxies {
 		srv := httptest.NewServer(mount(t, st.Store(t, opts...), http.HandlerFunc(c.charge)))
@@ -75,11 +74,8 @@ func (c *cluster) charge(w http.ResponseWriter, r *http.Request) {
 	defer c.running.Done()
 	key := r.Header.Get("Idempotency-Key")
 	body, _ := io.ReadAll(r.Body)
-	c.mu.Lock()
-	c.runs[key]++
-	first := c.runs[key] == 1
+	first := c.runs.Begin(key)
 	slow := c.slow
-	c.mu.Unlock()
 	select {
 	case c.started <- key:
 	default:
@@ -93,11 +89,7 @@ func (c *cluster) charge(w http.ResponseWriter, r *http.Request) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	answer := `{"charge":"ch_` + hex.EncodeToString(b) + `","request":` + string(body) + `}`
-	c.mu.Lock()
-	if first {
-		c.answers[key] = answer
-	}
-	c.mu.Unlock()
+	c.runs.Answer(key, answer, first)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_, _ = io.WriteString(w, answer)
@@ -174,9 +166,7 @@ func charge(ctx context.Context, hc *http.Client, key, body string) result {
 // wantOnce checks that key ran once and that got is its stored answer.
 func (c *cluster) wantOnce(t *testing.T, key string, got result) {
 	t.Helper()
-	c.mu.Lock()
-	runs, answer := c.runs[key], c.answers[key]
-	c.mu.Unlock()
+	runs, answer := c.runs.Of(key)
 	if got.err != nil {
 		t.Fatalf("%s: %v (after %d attempts)", key, got.err, got.outcome.Attempts)
 	}
@@ -194,7 +184,6 @@ func realStack(t *testing.T) *stacktest.Stack {
 
 // answer returns the answer key's execution made.
 func (c *cluster) answer(key string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.answers[key]
+	_, a := c.runs.Of(key)
+	return a
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemkit/idem/idemgrpc"
 	"github.com/idemkit/idem/internal/testkit/faultproxy"
+	"github.com/idemkit/idem/internal/testkit/ledger"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/tiered"
 )
@@ -33,15 +34,13 @@ type grpcCluster struct {
 	slow    chan struct{} // when set, holds each key's first execution until closed
 	started chan string   // each execution's key as it starts; never blocks
 
-	mu      sync.Mutex // guards runs and answers
-	runs    map[string]int
-	answers map[string]*structpb.Struct
+	runs    *ledger.Ledger[*structpb.Struct]
 	running sync.WaitGroup
 }
 
 func newGRPCCluster(t *testing.T, st *stacktest.Stack, storeOpts ...tiered.Option) *grpcCluster {
 	t.Helper()
-	c := &grpcCluster{runs: map[string]int{}, answers: map[string]*structpb.Struct{}, started: make(chan string, 1024)}
+	c := &grpcCluster{runs: ledger.New[*structpb.Struct](), started: make(chan string, 1024)}
 	for i := range c.proxies {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -70,11 +69,8 @@ func (c *grpcCluster) charge(ctx context.Context, req *structpb.Struct) (*struct
 	if v := md.Get(idemgrpc.DefaultKeyName); len(v) == 1 {
 		key = v[0]
 	}
-	c.mu.Lock()
-	c.runs[key]++
-	first := c.runs[key] == 1
+	first := c.runs.Begin(key)
 	slow := c.slow
-	c.mu.Unlock()
 	select {
 	case c.started <- key:
 	default:
@@ -91,11 +87,7 @@ func (c *grpcCluster) charge(ctx context.Context, req *structpb.Struct) (*struct
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if first {
-		c.answers[key] = out
-	}
-	c.mu.Unlock()
+	c.runs.Answer(key, out, first)
 	return out, nil
 }
 
@@ -142,9 +134,7 @@ func pay(ctx context.Context, conn *grpc.ClientConn, key string, amount float64)
 // wantOnce checks that key ran once and that r is its stored answer.
 func (c *grpcCluster) wantOnce(t *testing.T, key string, r reply) {
 	t.Helper()
-	c.mu.Lock()
-	runs, answer := c.runs[key], c.answers[key]
-	c.mu.Unlock()
+	runs, answer := c.runs.Of(key)
 	if r.err != nil {
 		t.Fatalf("%s: %v", key, r.err)
 	}

@@ -210,13 +210,7 @@ func TestClientRandomCutsRunEachOnce(t *testing.T) {
 		key := testenv.Name("prop")
 		c.wantOnce(t, key, pay(t.Context(), conn, key, float64(i)))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	total := 0
-	for _, r := range c.runs {
-		total += r
-	}
-	if total != n || len(c.answers) != n {
-		t.Fatalf("%d executions and %d answers for %d calls", total, len(c.answers), n)
+	if runs, answers := c.runs.Totals(); runs != n || answers != n {
+		t.Fatalf("%d executions and %d answers for %d calls", runs, answers, n)
 	}
 }
