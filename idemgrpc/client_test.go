@@ -214,3 +214,28 @@ func TestClientRandomCutsRunEachOnce(t *testing.T) {
 		t.Fatalf("%d executions and %d answers for %d calls", runs, answers, n)
 	}
 }
+
+// Redis, a server of the test's own, is killed in the middle of a burst of
+// calls: SQL decides alone; every call runs once and receives its answer.
+func TestClientRedisKilledMidBurst(t *testing.T) {
+	srv := testenv.StartRedisServer(t)
+	c := newGRPCCluster(t, stacktest.On(t, "own-redis", &testenv.Redis{Options: srv.Options()}, testenv.Postgres(t)))
+	conn := c.conn(t, []idemgrpc.Option{idemgrpc.WithAttempts(10)})
+	const n = 30
+	keys := make([]string, n)
+	replies := make([]reply, n)
+	var wg sync.WaitGroup
+	for i := range keys {
+		keys[i] = testenv.Name("burst")
+		wg.Go(func() { replies[i] = pay(t.Context(), conn, keys[i], float64(i)) })
+	}
+	for range n / 3 {
+		<-c.started // a third of the executions began
+	}
+	srv.Kill()
+	wg.Wait()
+	srv.Restart() // up again before the Stores close: go-redis redials a dead server after its Close
+	for i, k := range keys {
+		c.wantOnce(t, k, replies[i])
+	}
+}
