@@ -35,20 +35,38 @@ func OutcomeOf(resp *http.Response) (Outcome, bool) {
 	if resp == nil || resp.Request == nil {
 		return Outcome{}, false
 	}
-	o, ok := resp.Request.Context().Value(outcomeCtx{}).(*Outcome)
+	op, ok := resp.Request.Context().Value(outcomeCtx{}).(*operation)
 	if !ok {
 		return Outcome{}, false
 	}
-	return *o, true
+	return op.out, true
 }
 
-type bodyReader = io.ReadCloser
+// bodySource gives each attempt the request's body: the caller's for the
+// first, then GetBody's, or the bytes read once.
+type bodySource struct {
+	req    *http.Request
+	buf    []byte // read once, when the request has no GetBody
+	buffed bool
+	sent   bool // the caller's body went out with the first attempt
+}
+
+func (b *bodySource) next() (io.ReadCloser, error) {
+	switch {
+	case b.buffed:
+		return io.NopCloser(bytes.NewReader(b.buf)), nil
+	case !b.sent || b.req.GetBody == nil:
+		b.sent = true
+		return b.req.Body, nil
+	}
+	return b.req.GetBody()
+}
 
 // prepare checks req and gathers what its attempts share: its key, its
 // header with the key, a body that can be sent again.
 func (t *Transport) prepare(req *http.Request) (*operation, error) {
 	c := &t.c
-	op := &operation{req: req, out: &Outcome{}, header: req.Header}
+	op := &operation{req: req, header: req.Header, body: bodySource{req: req}}
 	key, fromHeader, given := "", false, false
 	switch vals := req.Header[c.keyHeader]; {
 	case len(vals) > 1:
@@ -68,26 +86,17 @@ func (t *Transport) prepare(req *http.Request) (*operation, error) {
 		}
 	}
 	if key != "" && !fromHeader {
-		op.header = req.Header.Clone()
-		if op.header == nil {
-			op.header = http.Header{}
+		// A new map over the caller's values, which no RoundTripper changes:
+		// the caller's header stays as it was.
+		op.header = make(http.Header, len(req.Header)+1)
+		for k, v := range req.Header {
+			op.header[k] = v
 		}
 		op.header[c.keyHeader] = []string{key}
 	}
 	op.out.Key = key
 	op.retries = key != "" || idempotent(req.Method)
-	if !op.retries || c.attempts == 1 || req.Body == nil || req.Body == http.NoBody {
-		op.body = func() (bodyReader, error) { return req.Body, nil } // sent once
-	} else if req.GetBody != nil {
-		first := true
-		op.body = func() (bodyReader, error) {
-			if first {
-				first = false
-				return req.Body, nil
-			}
-			return req.GetBody()
-		}
-	} else {
+	if op.retries && c.attempts > 1 && req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		b, err := io.ReadAll(io.LimitReader(req.Body, c.bodyLimit+1))
 		_ = req.Body.Close()
 		switch {
@@ -96,9 +105,9 @@ func (t *Transport) prepare(req *http.Request) (*operation, error) {
 		case int64(len(b)) > c.bodyLimit:
 			return nil, fmt.Errorf("%w: over %d bytes (give the request a GetBody, or raise WithBodyLimit)", ErrBodyTooLarge, c.bodyLimit)
 		}
-		op.body = func() (bodyReader, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		op.body.buf, op.body.buffed = b, true
 	}
-	op.ctx = context.WithValue(req.Context(), outcomeCtx{}, op.out)
+	op.ctx = context.WithValue(req.Context(), outcomeCtx{}, op)
 	op.deadline = time.Now().Add(c.deadline)
 	return op, nil
 }
@@ -108,7 +117,7 @@ func (t *Transport) prepare(req *http.Request) (*operation, error) {
 // closed.
 func (t *Transport) attempt(op *operation, n int) (*http.Response, error) {
 	timeout := min(t.c.attemptTimeout, time.Until(op.deadline))
-	body, err := op.body()
+	body, err := op.body.next()
 	if err != nil {
 		return nil, fmt.Errorf("client: GetBody for attempt %d: %w", n, err)
 	}

@@ -95,9 +95,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 type operation struct {
 	req      *http.Request
 	ctx      context.Context // req's, with the outcome
-	out      *Outcome
+	out      Outcome
 	header   http.Header // req's, with the key
-	body     func() (bodyReader, error)
+	body     bodySource
 	retries  bool // a retry is harmless: a key, or an idempotent method
 	deadline time.Time
 }
