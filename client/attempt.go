@@ -131,9 +131,13 @@ func (t *Transport) attempt(op *operation, n int) (*http.Response, error) {
 		// Fired: the attempt is over even if an answer came at that moment.
 		if err == nil {
 			discard(resp)
+			err = errors.New("its answer came as it timed out")
 		}
 		cancel(nil)
-		return nil, fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, timeout, context.Cause(ctx))
+		if errors.Is(err, ErrAttemptTimeout) { // the base reported the context's cause
+			return nil, fmt.Errorf("%w (after %v)", err, timeout)
+		}
+		return nil, fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, timeout, err)
 	}
 	if err != nil {
 		cancel(nil)

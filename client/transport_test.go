@@ -349,3 +349,15 @@ func TestDeadlineBelowRetention(t *testing.T) {
 		}
 	}
 }
+
+// The last attempt's timeout is the operation's error, and says so.
+func TestLastAttemptTimeout(t *testing.T) {
+	release := make(chan struct{})
+	s := &script{answers: []func(http.ResponseWriter){func(w http.ResponseWriter) { <-release }}}
+	c, url, _ := start(t, s, client.WithAttemptTimeout(20*time.Millisecond), client.WithAttempts(2))
+	_, _, err := send(t, c, t.Context(), http.MethodPost, url, nil)
+	close(release)
+	if !errors.Is(err, client.ErrAttemptTimeout) || strings.Count(err.Error(), "attempt timed out") != 1 {
+		t.Fatalf("err %v, want ErrAttemptTimeout, said once", err)
+	}
+}
