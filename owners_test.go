@@ -85,21 +85,23 @@ var optionMeanings = map[string]string{
 	"fingerprint.WithJSONBodies":         "whether every body is read as JSON whatever its media type",
 
 	// middleware: the HTTP front door.
-	"middleware.WithKeyHeader":         "HTTP: the header that carries the key",
-	"middleware.WithRequire":           "HTTP: whether a guarded request without a key is refused",
-	"middleware.WithDerivedKey":        "HTTP: whether a missing key is derived from the fingerprint",
-	"middleware.WithMethods":           "HTTP: the guarded methods",
-	"middleware.WithScope":             "HTTP: the scope of a request's key",
-	"middleware.WithFingerprint":       "HTTP: what the same request means",
-	"middleware.WithBodyLimit":         "HTTP: the largest request body read before a claim",
-	"middleware.WithResponseLimit":     "HTTP: the largest response body stored",
-	"middleware.WithKeep":              "HTTP: which statuses are kept as the key's answer",
-	"middleware.WithReplayHeaders":     "HTTP: the response headers stored and replayed",
-	"middleware.WithReplayMarker":      "HTTP: the header that marks a replay",
-	"middleware.WithErrorWriter":       "HTTP: how the middleware's own answers are written",
-	"middleware.WithStatuses":          "HTTP: the status codes of the middleware's own answers",
-	"middleware.WithRetryAfter":        "HTTP: the Retry-After of retryable answers",
-	"middleware.WithAnswerObserver":    "HTTP: who hears each answer the middleware gives",
+	"middleware.WithKeyHeader":      "HTTP: the header that carries the key",
+	"middleware.WithRequire":        "HTTP: whether a guarded request without a key is refused",
+	"middleware.WithDerivedKey":     "HTTP: whether a missing key is derived from the fingerprint",
+	"middleware.WithMethods":        "HTTP: the guarded methods",
+	"middleware.WithScope":          "HTTP: the scope of a request's key",
+	"middleware.WithFingerprint":    "HTTP: what the same request means",
+	"middleware.WithBodyLimit":      "HTTP: the largest request body read before a claim",
+	"middleware.WithResponseLimit":  "HTTP: the largest response body stored",
+	"middleware.WithKeep":           "HTTP: which statuses are kept as the key's answer",
+	"middleware.WithReplayHeaders":  "HTTP: the response headers stored and replayed",
+	"middleware.WithReplayMarker":   "HTTP: the header that marks a replay",
+	"middleware.WithErrorWriter":    "HTTP: how the middleware's own answers are written",
+	"middleware.WithStatuses":       "HTTP: the status codes of the middleware's own answers",
+	"middleware.WithRetryAfter":     "HTTP: the Retry-After of retryable answers",
+	"middleware.WithAnswerObserver": "HTTP: who hears each answer the middleware gives",
+
+	// middleware: the server's half of the retry contract.
 	"middleware.WithShouldRetryHeader": "HTTP: the header that says whether a retry can help",
 
 	// idemgrpc: the gRPC front door.
@@ -112,6 +114,8 @@ var optionMeanings = map[string]string{
 	"idemgrpc.WithReplayHeader":   "gRPC: whether replays carry the replayed header",
 	"idemgrpc.WithReplayMetadata": "gRPC: the metadata stored and replayed",
 	"idemgrpc.WithPanicHandler":   "gRPC: who is told of a handler's panic",
+
+	// idemgrpc: the client interceptor's own.
 	"idemgrpc.WithAttempts":       "gRPC client: how many times one call is sent at most",
 	"idemgrpc.WithAttemptTimeout": "gRPC client: the bound on one attempt of a call",
 	"idemgrpc.WithDeadline":       "gRPC client: the bound on one call, retries and waits included",
