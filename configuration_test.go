@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idem/client"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/redislayer"
 	"github.com/idemkit/idem/sqllayer"
@@ -86,6 +87,16 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"middleware.WithStatuses":      {"below"},
 		"tiered.WithSQL":               {"none"},
 		"tiered.WithRedis":             {"none"},
+
+		// The server's half of the retry contract, and the client half.
+		"middleware.WithShouldRetryHeader": {"`" + middleware.DefaultShouldRetryHeader + "`"},
+		"client.WithKeyHeader":             {"`" + client.DefaultKeyHeader + "`"},
+		"client.WithAttempts":              {fmt.Sprint(client.DefaultAttempts)},
+		"client.WithAttemptTimeout":        {human(client.DefaultAttemptTimeout)},
+		"client.WithDeadline":              {human(client.DefaultDeadline)},
+		"client.WithBackoff":               {human(client.DefaultBackoff), human(client.DefaultMaxBackoff)},
+		"client.WithBodyLimit":             {mib(client.DefaultBodyLimit)},
+		"client.WithMethods":               {"POST", "PATCH"},
 	}
 	for opt, parts := range want {
 		cell, ok := got[opt]

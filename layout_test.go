@@ -102,6 +102,11 @@ func TestImportRules(t *testing.T) {
 		// through sqllayer.
 		{mod + "/middleware", with(mod+"/sqllayer", mod+"/redislayer", "github.com/uptrace/", "github.com/redis/")},
 		{mod + "/storetest", heavy},
+		// The client half links net/http and the root's vocabulary only: a
+		// service that calls an idem server links no store, no driver and
+		// no framework.
+		{mod + "/client", []string{thirdParty, mod + "/tiered", mod + "/redislayer", mod + "/sqllayer", mod + "/memlayer",
+			mod + "/middleware", mod + "/fingerprint", mod + "/janitor"}},
 		// The integration modules link their own library and no other.
 		{mod + "/middleware/idemgin", but(gin)},
 		{mod + "/middleware/idemecho", but(echo)},
@@ -169,7 +174,7 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 		for _, pkg := range []string{mod, mod + "/tiered", mod + "/redislayer", mod + "/sqllayer", mod + "/fingerprint",
-			mod + "/middleware", mod + "/middleware/idemtest", mod + "/memlayer", mod + "/storetest"} {
+			mod + "/middleware", mod + "/middleware/idemtest", mod + "/memlayer", mod + "/storetest", mod + "/client"} {
 			if !core[pkg] {
 				t.Errorf("%s is not a package of the core module", pkg)
 			}

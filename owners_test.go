@@ -103,6 +103,9 @@ var optionMeanings = map[string]string{
 	"middleware.WithRetryAfter":     "HTTP: the Retry-After of retryable answers",
 	"middleware.WithAnswerObserver": "HTTP: who hears each answer the middleware gives",
 
+	// middleware: the server's half of the retry contract.
+	"middleware.WithShouldRetryHeader": "HTTP: the header that says whether a retry can help",
+
 	// idemgrpc: the gRPC front door.
 	"idemgrpc.WithKeyName":        "gRPC: the metadata key that carries the key",
 	"idemgrpc.WithRequire":        "gRPC: whether a call without a key is refused",
@@ -115,12 +118,32 @@ var optionMeanings = map[string]string{
 	"idemgrpc.WithReplayMetadata": "gRPC: the metadata stored and replayed",
 	"idemgrpc.WithPanicHandler":   "gRPC: who is told of a handler's panic",
 
+	// idemgrpc: the client interceptor's own.
+	"idemgrpc.WithAttempts":       "gRPC client: how many times one call is sent at most",
+	"idemgrpc.WithAttemptTimeout": "gRPC client: the bound on one attempt of a call",
+	"idemgrpc.WithDeadline":       "gRPC client: the bound on one call, retries and waits included",
+	"idemgrpc.WithRetention":      "gRPC client: the server's retention, which the deadline must stay below",
+	"idemgrpc.WithBackoff":        "gRPC client: the wait before a retry without RetryInfo",
+	"idemgrpc.WithAttemptHook":    "gRPC client: who hears each attempt of a call",
+
 	// idemwatermill: the queue consumer.
 	"idemwatermill.WithConsumer":  "Watermill: the scope of a message's key",
 	"idemwatermill.WithIdentity":  "Watermill: what identifies a message",
 	"idemwatermill.WithRepublish": "Watermill: whether a duplicate republishes what the first run produced",
 	"idemwatermill.WithNackDelay": "Watermill: how long a message in flight elsewhere is held before its nack",
 	"idemwatermill.WithLogger":    "Watermill: who is told what the middleware cannot return",
+
+	// client: the client half over HTTP.
+	"client.WithKeyHeader":      "client: the header that carries the key",
+	"client.WithMethods":        "client: the methods whose requests get a key",
+	"client.WithAttempts":       "client: how many times one operation is sent at most",
+	"client.WithAttemptTimeout": "client: the bound on one attempt until its answer's headers",
+	"client.WithDeadline":       "client: the bound on one operation, retries and waits included",
+	"client.WithRetention":      "client: the server's retention, which the deadline must stay below",
+	"client.WithBackoff":        "client: the wait before a retry that no Retry-After names",
+	"client.WithBodyLimit":      "client: the largest request body kept in memory to be sent again",
+	"client.WithReplayMarker":   "client: the header by which the server marks a replay",
+	"client.WithAttemptHook":    "client: who hears each attempt",
 
 	// idemprom and idemotel: metrics and traces.
 	"idemprom.WithNamespace":      "Prometheus: the metric namespace",

@@ -46,6 +46,7 @@ type config struct {
 	replayHeader bool
 	replayMD     map[string]bool // lower-case names; nil: none
 	onPanic      func(ctx context.Context, fullMethod string, p *tiered.PanicError)
+	cl           clientConfig // UnaryClientInterceptor's own (client_options.go)
 }
 
 func defaults() config {

@@ -87,6 +87,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, k problemKind, s
 	if spec.retry >= 0 {
 		w.Header()["Retry-After"] = []string{h.c.retryAfter[spec.retry]}
 	}
+	h.signalRetry(w.Header(), p)
 	h.c.errWriter(w, r, p)
 	h.answered(r, AnswerProblem, status, k)
 }

@@ -67,6 +67,7 @@ type config struct {
 	statuses      Statuses
 	retryAfter    [2]string // in flight, unavailable: whole seconds
 	answers       AnswerObserver
+	shouldRetry   string // canonical name, "" when off (retry.go)
 }
 
 func defaults() config {
@@ -78,6 +79,7 @@ func defaults() config {
 		keep:          DefaultKeep,
 		replay:        replayNames(DefaultReplayHeaders()),
 		errWriter:     WriteProblem,
+		shouldRetry:   DefaultShouldRetryHeader,
 		statuses:      DefaultStatuses(),
 		retryAfter: [2]string{
 			seconds(DefaultRetryAfterInFlight),

@@ -71,7 +71,8 @@ type Problem struct {
 }
 
 // ErrorWriter writes p as the response to r. The middleware has already set
-// Retry-After (ProblemInFlight, ProblemUnavailable) and the replay marker
+// Retry-After (ProblemInFlight, ProblemUnavailable), the should-retry
+// header (WithShouldRetryHeader) and the replay marker
 // (ProblemNotReplayable) on w's header. It must write the whole response.
 type ErrorWriter func(w http.ResponseWriter, r *http.Request, p Problem)
 

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idem/client"
 )
 
 // replayMarker is the header the demo's middleware sets on replays.
@@ -29,6 +31,19 @@ func (r response) same(o response) bool {
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// retrying is the client of a caller that retries as idem's client half
+// does: one key per operation, kept across every retry, with what may not
+// have been answered retried (a 409 while the first attempt is still
+// completing, honouring its Retry-After) and nothing else (a 422).
+var retrying = func() *http.Client {
+	c, err := client.NewClient(nil, client.WithDeadline(30*time.Second), client.WithRetention(24*time.Hour),
+		client.WithReplayMarker(replayMarker))
+	if err != nil {
+		panic(err) // the options above are valid
+	}
+	return c
+}()
 
 // freshClient dials a new connection for every request. net/http re-sends
 // a request that carries an Idempotency-Key when a reused connection

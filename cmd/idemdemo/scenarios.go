@@ -116,15 +116,10 @@ func (d *demo) lostResponse(ctx context.Context) (string, error) {
 	if err := postAndVanish(d.url(0), d.merchant(), key, body); err != nil {
 		return "", fmt.Errorf("first attempt: %w", err)
 	}
-	var retry response
-	for range 100 { // 409 while the first attempt is still completing
-		retry = post(ctx, d.url(1), d.merchant(), key, body)
-		if retry.status != 409 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	again := post(ctx, d.url(2), d.merchant(), key, body)
+	// The caller retries with the same key; the client half waits out a 409
+	// while the first attempt is still completing.
+	retry := postTo(ctx, retrying, d.url(1)+"/charges", d.merchant(), key, body)
+	again := postTo(ctx, retrying, d.url(2)+"/charges", d.merchant(), key, body)
 	if retry.status != 201 || !retry.same(again) || !retry.replayed || !again.replayed {
 		return "", fmt.Errorf("retries got %d %q (replay %v) and %d %q (replay %v), want the stored 201 twice",
 			retry.status, retry.body, retry.replayed, again.status, again.body, again.replayed)
@@ -140,7 +135,8 @@ func (d *demo) mismatch(ctx context.Context) (string, error) {
 	customer := "cus_mismatch_" + d.run
 	key := "order-3003-" + d.run
 	first := post(ctx, d.url(0), d.merchant(), key, chargeBody(500, customer, "t", "a"))
-	second := post(ctx, d.url(1), d.merchant(), key, chargeBody(50000, customer, "t", "a"))
+	// Retried by the client half? No: a 422 is the caller's mistake.
+	second := postTo(ctx, retrying, d.url(1)+"/charges", d.merchant(), key, chargeBody(50000, customer, "t", "a"))
 	if first.status != 201 || second.status != 422 {
 		return "", fmt.Errorf("got %d then %d, want 201 then 422", first.status, second.status)
 	}
