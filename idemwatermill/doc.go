@@ -23,8 +23,10 @@
 //     the message, the broker redelivers it and the next delivery runs the
 //     handler again;
 //   - a duplicate of a processed message is acknowledged without running
-//     the handler; its recorded produced messages are returned again only
-//     with WithRepublish(true);
+//     the handler; its recorded produced messages are returned again (the
+//     router publishes them once more, under their recorded UUIDs), so
+//     that a delivery that ended before they were published, for any
+//     reason, loses none (WithRepublish(false) turns that off);
 //   - a duplicate while another consumer still runs the message waits for
 //     it up to the Store's wait (tiered.WithWait); when that consumer
 //     finishes in time it is a processed duplicate, otherwise the message
