@@ -161,6 +161,7 @@ func TestProducedMessages(t *testing.T) {
 		a, b := lg.node(t), lg.node(t)
 		out1 := message.NewMessage("out-1", []byte(`{"shipment":1}`))
 		out1.Metadata.Set("kind", "shipment")
+		out1.Metadata.Set("name\xc3", "\xff\xfe\x00\x01") // invalid UTF-8 and binary, kept byte for byte
 		out2 := message.NewMessage("out-2", []byte{0, 1, 2, 255})
 		var c counter
 		first, err := wrap(t, a.store, c.handler(out1, out2))(delivery(t, "m-1", "{}"))
