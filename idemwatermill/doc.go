@@ -42,6 +42,14 @@
 // payload) whose context carries the execution: the router, not the
 // handler, acknowledges the delivery, from what the middleware returns.
 //
+// A delivery is answered by its execution even when the delivery's own
+// context ends first (Watermill's Timeout before the middleware): the
+// handler's context is the execution's, which that Timeout cannot reach,
+// and a delivery nacked while its handler went on to complete would leave
+// its produced messages to a redelivery. To bound the handler, put the
+// Timeout after the middleware. docs/consumers.md has the table of
+// Watermill's middlewares before and after this one.
+//
 // # The handler's transaction
 //
 // Recording the result after the handler returns leaves a gap: a worker
