@@ -96,7 +96,7 @@ func TestConsumerMiddlewareOrders(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					r := newWMRig(t, 30*time.Second)
-					store, _ := wmStore(t, sql)
+					store, _ := wmStore(t, wmStack(t, sql))
 					idem, err := idemwatermill.New(store)
 					if err != nil {
 						t.Fatal(err)

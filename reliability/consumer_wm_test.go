@@ -19,11 +19,17 @@ import (
 	"github.com/idemkit/idem/tiered"
 )
 
-// wmStore returns a Store over the real Redis and sql, with its SQL layer
-// (the deciding tier) behind a fault layer the test stalls.
-func wmStore(t *testing.T, sql *testenv.SQL) (*tiered.Store, *faultlayer.Layer) {
+// wmStack returns the real Redis and sql as one stack: the Stores of a
+// test made from it share their keys, as consumer instances do.
+func wmStack(t *testing.T, sql *testenv.SQL) *stacktest.Stack {
 	t.Helper()
-	st := stacktest.On(t, sql.Kind, testenv.AnyRedis(t), sql)
+	return stacktest.On(t, sql.Kind, testenv.AnyRedis(t), sql)
+}
+
+// wmStore returns a Store over st, with its SQL layer (the deciding tier)
+// behind a fault layer the test stalls.
+func wmStore(t *testing.T, st *stacktest.Stack) (*tiered.Store, *faultlayer.Layer) {
+	t.Helper()
 	fl := faultlayer.New(st.SQLLayer(t))
 	s, err := tiered.New(tiered.WithRedis(st.RedisLayer(t)), tiered.WithSQL(fl), tiered.WithTimeouts(2*time.Second, 10*time.Second))
 	if err != nil {
@@ -64,7 +70,7 @@ func (r *runs) handler(produce func(run int64) ([]*message.Message, error)) mess
 func TestConsumerDeduplicatorStalledTier(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, sql *testenv.SQL) {
 		r := newWMRig(t, 30*time.Second)
-		store, fl := wmStore(t, sql)
+		store, fl := wmStore(t, wmStack(t, sql))
 		stallOnce(fl, faultlayer.Reserve, 300*time.Millisecond)
 		repo, err := idemwatermill.NewRepository(store, "ship")
 		if err != nil {
@@ -110,7 +116,7 @@ func binaryOut(uuid string) *message.Message {
 func TestConsumerProducedBytes(t *testing.T) {
 	testenv.AllSQL(t, func(t *testing.T, sql *testenv.SQL) {
 		r := newWMRig(t, 30*time.Second)
-		store, _ := wmStore(t, sql)
+		store, _ := wmStore(t, wmStack(t, sql))
 		mw, err := idemwatermill.New(store)
 		if err != nil {
 			t.Fatal(err)
