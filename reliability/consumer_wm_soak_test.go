@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,21 +95,7 @@ func TestSoakConsumerMiddlewares(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the middleware soak runs for seconds of load")
 	}
-	dur, seed := 3*time.Second, uint64(1)
-	if v := os.Getenv("IDEM_SOAK_WM_TIME"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			t.Fatalf("IDEM_SOAK_WM_TIME=%q: want a positive duration", v)
-		}
-		dur = d
-	}
-	if v := os.Getenv("IDEM_SOAK_WM_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("IDEM_SOAK_WM_SEED=%q: %v", v, err)
-		}
-		seed = n
-	}
+	dur, seed := soakKnobs(t, "IDEM_SOAK_WM", 3*time.Second)
 	rng := rand.New(rand.NewPCG(seed, 0x1de3))
 	var rngMu sync.Mutex
 	chance := func(p float64) (bool, time.Duration) {
