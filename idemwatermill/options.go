@@ -140,8 +140,9 @@ func WithIdentity(id Identity) Option {
 // Default true: every message whose execution completed has its produced
 // messages published at least once, whatever ended a delivery before the
 // router published them — a worker that died after the record, a publish
-// that failed, Watermill's Timeout before the middleware nacking a
-// delivery whose handler went on and completed.
+// that failed (the router nacks), a broker that redelivered a message
+// whose first delivery another consumer is still finishing, a
+// tiered.ErrPending nack.
 //
 // WithRepublish(false) makes a duplicate produce nothing: each produced
 // message is then published at most once, and lost when the delivery that
