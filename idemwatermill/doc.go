@@ -77,8 +77,10 @@
 //
 // Repository implements Watermill's middleware.ExpiringKeyRepository over
 // a Store, for users who keep Watermill's Deduplicator: its seen-set is
-// shared by every instance and survives restarts. It keeps the
-// Deduplicator's semantics, which mark a message seen before its handler
-// runs: a handler that then fails loses the message. The middleware does
+// shared by every instance and survives restarts, and a key is marked seen
+// only for a caller told it is first (a call that timed out marks
+// nothing). It cannot change the Deduplicator's semantics, which mark a
+// message seen before its handler runs and never learn how the handler
+// ended: a handler that then fails loses the message. The middleware does
 // not have that gap.
 package idemwatermill
