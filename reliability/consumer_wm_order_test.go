@@ -3,6 +3,7 @@
 package reliability_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -18,28 +19,40 @@ import (
 // that succeeds produces one message under a UUID of its own, so that a
 // second run's output would show as a second UUID.
 var (
-	produceOne = func(int64) ([]*message.Message, error) {
+	produceOne = func(context.Context, int64) ([]*message.Message, error) {
 		return []*message.Message{message.NewMessage(watermill.NewUUID(), []byte("shipped"))}, nil
 	}
 	// The first run outlives a 100 ms Timeout (ignoring its context, as a
 	// handler stuck in a call does), then succeeds.
-	slowFirst = func(run int64) ([]*message.Message, error) {
+	slowFirst = func(ctx context.Context, run int64) ([]*message.Message, error) {
 		if run == 1 {
 			time.Sleep(300 * time.Millisecond)
 		}
-		return produceOne(run)
+		return produceOne(ctx, run)
 	}
-	failFirst = func(run int64) ([]*message.Message, error) {
+	failFirst = func(ctx context.Context, run int64) ([]*message.Message, error) {
 		if run == 1 {
 			return nil, errFirst
 		}
-		return produceOne(run)
+		return produceOne(ctx, run)
 	}
-	panicFirst = func(run int64) ([]*message.Message, error) {
+	// The first run waits 300 ms for its work, or until its context ends,
+	// and then returns the context's error: a handler that heeds it.
+	heedFirst = func(ctx context.Context, run int64) ([]*message.Message, error) {
+		if run == 1 {
+			select {
+			case <-time.After(300 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return produceOne(ctx, run)
+	}
+	panicFirst = func(ctx context.Context, run int64) ([]*message.Message, error) {
 		if run == 1 {
 			panic("the handler panicked (first run)")
 		}
-		return produceOne(run)
+		return produceOne(ctx, run)
 	}
 )
 
@@ -74,18 +87,22 @@ func TestConsumerMiddlewareOrders(t *testing.T) {
 	cases := []struct {
 		name      string
 		mw        mwFor
-		handler   func(run int64) ([]*message.Message, error)
-		runs      int64  // handler runs
-		published int    // publishes of the produced message
-		poisoned  uint64 // inputs in the poison queue
+		handler   func(ctx context.Context, run int64) ([]*message.Message, error)
+		runs      [2]int64 // handler runs: before idem, after it
+		published int      // publishes of the produced message
+		poisoned  uint64   // inputs in the poison queue
 	}{
-		{"Timeout", timeout, slowFirst, 1, 1, 0},
-		{"Retry", retry, failFirst, 2, 1, 0},
-		{"Recoverer", recoverer, panicFirst, 2, 1, 0},
-		{"PoisonQueue", poison, failFirst, 1, 0, 1},
-		{"Throttle", throttle, produceOne, 1, 1, 0},
+		{"Timeout", timeout, slowFirst, [2]int64{1, 1}, 1, 0},
+		// Before idem the Timeout does not reach the handler, whose run
+		// ends on its own; after it, the first run gives up and fails, and
+		// the redelivery runs again.
+		{"Timeout-heeded", timeout, heedFirst, [2]int64{1, 2}, 1, 0},
+		{"Retry", retry, failFirst, [2]int64{2, 2}, 1, 0},
+		{"Recoverer", recoverer, panicFirst, [2]int64{2, 2}, 1, 0},
+		{"PoisonQueue", poison, failFirst, [2]int64{1, 1}, 0, 1},
+		{"Throttle", throttle, produceOne, [2]int64{1, 1}, 1, 0},
 		// A poison queue that acks whatever error a Timeout caused.
-		{"PoisonQueue+Timeout", both(poison, timeout), slowFirst, 1, 1, 0},
+		{"PoisonQueue+Timeout", both(poison, timeout), slowFirst, [2]int64{1, 1}, 1, 0},
 	}
 	testenv.AllSQL(t, func(t *testing.T, sql *testenv.SQL) {
 		for _, tc := range cases {
@@ -112,8 +129,12 @@ func TestConsumerMiddlewareOrders(t *testing.T) {
 					deliveries, nacks := r.counts("m-1")
 					pub := r.pub.published()
 					t.Logf("%d deliveries (%d nacked), %d runs, %d publishes", deliveries, nacks, h.n.Load(), len(pub))
-					if n := h.n.Load(); n != tc.runs {
-						t.Errorf("the handler ran %d times, want %d", n, tc.runs)
+					want := tc.runs[1]
+					if before {
+						want = tc.runs[0]
+					}
+					if n := h.n.Load(); n != want {
+						t.Errorf("the handler ran %d times, want %d", n, want)
 					}
 					if len(pub) != tc.published {
 						t.Errorf("the produced message was published %d times, want %d", len(pub), tc.published)

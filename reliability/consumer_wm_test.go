@@ -55,11 +55,12 @@ func stallOnce(fl *faultlayer.Layer, m faultlayer.Method, d time.Duration) *atom
 	return &calls
 }
 
-// runs counts a handler's runs; each run returns the messages of produce.
+// runs counts a handler's runs; each run returns what produce returns
+// for the run's context and number.
 type runs struct{ n atomic.Int64 }
 
-func (r *runs) handler(produce func(run int64) ([]*message.Message, error)) message.HandlerFunc {
-	return func(*message.Message) ([]*message.Message, error) { return produce(r.n.Add(1)) }
+func (r *runs) handler(produce func(ctx context.Context, run int64) ([]*message.Message, error)) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) { return produce(msg.Context(), r.n.Add(1)) }
 }
 
 // TestConsumerDeduplicatorStalledTier: Watermill's Deduplicator over
@@ -82,7 +83,7 @@ func TestConsumerDeduplicatorStalledTier(t *testing.T) {
 			Timeout:    100 * time.Millisecond,
 		}
 		var h runs
-		r.run(h.handler(func(int64) ([]*message.Message, error) { return nil, nil }), dedup.Middleware)
+		r.run(h.handler(func(context.Context, int64) ([]*message.Message, error) { return nil, nil }), dedup.Middleware)
 		r.publish(message.NewMessage("m-1", []byte(`{"order":1}`)))
 		r.waitDrained()
 		deliveries, nacks := r.counts("m-1")
