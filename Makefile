@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer queue-load
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer soak-watermill queue-load
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone;
@@ -112,6 +112,14 @@ soak:
 # it (6 s, under the race detector); this run goes without it.
 soak-consumer:
 	IDEM_SOAK_CONSUMER_TIME=$(SOAKTIME) IDEM_SOAK_CONSUMER_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakConsumer$$' -count=1 -v -timeout 30m ./reliability/
+
+# soak-watermill: the consumer soak with Watermill's Timeout and Retry in
+# the chain (before idem's on one router, after it on the other) and a SQL
+# tier that stalls, for SOAKTIME with SOAKSEED; it prints the messages,
+# redeliveries and stalls, and fails on a lost message or a lost or altered
+# produced message. make test runs a short seed of it (3 s).
+soak-watermill:
+	IDEM_SOAK_WM_TIME=$(SOAKTIME) IDEM_SOAK_WM_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakConsumerMiddlewares$$' -count=1 -v -timeout 30m ./reliability/
 
 # queue-load: 10,000 messages through three consumer processes on an
 # embedded JetStream broker, at least a fifth of them redelivered (handler

@@ -23,8 +23,10 @@
 //     the message, the broker redelivers it and the next delivery runs the
 //     handler again;
 //   - a duplicate of a processed message is acknowledged without running
-//     the handler; its recorded produced messages are returned again only
-//     with WithRepublish(true);
+//     the handler; its recorded produced messages are returned again (the
+//     router publishes them once more, under their recorded UUIDs), so
+//     that a delivery that ended before they were published, for any
+//     reason, loses none (WithRepublish(false) turns that off);
 //   - a duplicate while another consumer still runs the message waits for
 //     it up to the Store's wait (tiered.WithWait); when that consumer
 //     finishes in time it is a processed duplicate, otherwise the message
@@ -39,6 +41,14 @@
 // The handler receives a copy of the delivered message (UUID, metadata and
 // payload) whose context carries the execution: the router, not the
 // handler, acknowledges the delivery, from what the middleware returns.
+//
+// A delivery is answered by its execution even when the delivery's own
+// context ends first (Watermill's Timeout before the middleware): the
+// handler's context is the execution's, which that Timeout cannot reach,
+// and a delivery nacked while its handler went on to complete would leave
+// its produced messages to a redelivery. To bound the handler, put the
+// Timeout after the middleware. docs/consumers.md has the table of
+// Watermill's middlewares before and after this one.
 //
 // # The handler's transaction
 //
@@ -67,8 +77,10 @@
 //
 // Repository implements Watermill's middleware.ExpiringKeyRepository over
 // a Store, for users who keep Watermill's Deduplicator: its seen-set is
-// shared by every instance and survives restarts. It keeps the
-// Deduplicator's semantics, which mark a message seen before its handler
-// runs: a handler that then fails loses the message. The middleware does
+// shared by every instance and survives restarts, and a key is marked seen
+// only for a caller told it is first (a call that timed out marks
+// nothing). It cannot change the Deduplicator's semantics, which mark a
+// message seen before its handler runs and never learn how the handler
+// ended: a handler that then fails loses the message. The middleware does
 // not have that gap.
 package idemwatermill

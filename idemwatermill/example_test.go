@@ -127,10 +127,17 @@ func ExampleComplete() {
 	})
 
 	msg := message.NewMessage("msg-1", []byte("order-7"))
+	var uuids []string
 	for range 2 { // delivered, then redelivered
 		out, err := handler(msg.Copy())
 		fmt.Println("produced:", len(out), "err:", err)
+		for _, m := range out {
+			uuids = append(uuids, m.UUID)
+		}
 	}
+	// The redelivery runs nothing and returns the recorded message again,
+	// under its UUID: published at least once, deduplicated downstream.
+	fmt.Println("same UUID:", len(uuids) == 2 && uuids[0] == uuids[1])
 	var n int
 	if err := db.NewRaw("SELECT count(*) FROM shipments").Scan(ctx, &n); err != nil {
 		log.Fatal(err)
@@ -138,6 +145,7 @@ func ExampleComplete() {
 	fmt.Println("shipments:", n)
 	// Output:
 	// produced: 1 err: <nil>
-	// produced: 0 err: <nil>
+	// produced: 1 err: <nil>
+	// same UUID: true
 	// shipments: 1
 }

@@ -69,7 +69,17 @@ func (m *middleware) handle(h message.HandlerFunc, msg *message.Message) ([]*mes
 	}
 	key := idem.NewKey(scope, id)
 	run := &run{h: h, msg: msg}
-	r, err := m.store.Do(msg.Context(), key, fp, run.fn)
+	// The delivery's answer is its execution's, whenever the delivery's
+	// context ends (Watermill's Timeout before this middleware): a
+	// delivery that gave up while its handler went on would be nacked for
+	// an execution that completes, and a middleware before this one that
+	// acks errors (PoisonQueue) would drop what it produced. The context
+	// can still be cancelled, so that the execution runs on a goroutine of
+	// its own; every wait in Do is bounded by the Store (its wait, its
+	// tiers' timeouts), and the handler's run by the handler.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(msg.Context()))
+	defer cancel()
+	r, err := m.store.Do(ctx, key, fp, run.fn)
 	switch {
 	case err == nil:
 	case errors.Is(err, tiered.ErrNotReplayable):

@@ -99,7 +99,7 @@ func TestEachMessageOnceAcrossConsumers(t *testing.T) {
 
 // A handler error releases the key and is returned, so that the message
 // is nacked; the redelivery runs the handler; a delivery after that is
-// acknowledged without running it.
+// acknowledged without running it, and returns what the run produced.
 func TestHandlerErrorRedelivers(t *testing.T) {
 	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
 		lg := newLedger(t, st)
@@ -120,8 +120,8 @@ func TestHandlerErrorRedelivers(t *testing.T) {
 		if err != nil || len(out) != 1 || out[0].UUID != "out-1" || string(out[0].Payload) != "shipped" {
 			t.Fatalf("redelivery: %v, %v; want the handler's message", out, err)
 		}
-		if out, err := h(delivery(t, "m-1", "{}")); err != nil || out != nil {
-			t.Fatalf("duplicate: %v, %v; want an ack with nothing produced", out, err)
+		if out, err := h(delivery(t, "m-1", "{}")); err != nil || len(out) != 1 || out[0].UUID != "out-1" {
+			t.Fatalf("duplicate: %v, %v; want an ack with the recorded message", out, err)
 		}
 		if runs != 2 {
 			t.Fatalf("the handler ran %d times, want 2", runs)
@@ -152,14 +152,16 @@ func TestHandlerPanicRedelivers(t *testing.T) {
 }
 
 // The messages a run produced are its record: the first delivery returns
-// them as recorded, a duplicate returns them again only under
-// WithRepublish, on any instance.
+// them as recorded, and a duplicate, on any instance, returns them again
+// (by default) with the same UUIDs; under WithRepublish(false) a
+// duplicate returns nothing.
 func TestProducedMessages(t *testing.T) {
 	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
 		lg := newLedger(t, st)
 		a, b := lg.node(t), lg.node(t)
 		out1 := message.NewMessage("out-1", []byte(`{"shipment":1}`))
 		out1.Metadata.Set("kind", "shipment")
+		out1.Metadata.Set("name\xc3", "\xff\xfe\x00\x01") // invalid UTF-8 and binary, kept byte for byte
 		out2 := message.NewMessage("out-2", []byte{0, 1, 2, 255})
 		var c counter
 		first, err := wrap(t, a.store, c.handler(out1, out2))(delivery(t, "m-1", "{}"))
@@ -173,14 +175,14 @@ func TestProducedMessages(t *testing.T) {
 			}
 		}
 		same("first delivery", first)
-		if out, err := wrap(t, b.store, c.handler())(delivery(t, "m-1", "{}")); err != nil || out != nil {
-			t.Fatalf("duplicate: %v, %v; want nothing produced", out, err)
-		}
-		out, err := wrap(t, b.store, c.handler(), idemwatermill.WithRepublish(true))(delivery(t, "m-1", "{}"))
+		out, err := wrap(t, b.store, c.handler())(delivery(t, "m-1", "{}"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		same("duplicate under WithRepublish", out)
+		same("duplicate", out)
+		if out, err := wrap(t, b.store, c.handler(), idemwatermill.WithRepublish(false))(delivery(t, "m-1", "{}")); err != nil || out != nil {
+			t.Fatalf("duplicate under WithRepublish(false): %v, %v; want nothing produced", out, err)
+		}
 		if n := c.runs.Load(); n != 1 {
 			t.Fatalf("the handler ran %d times, want 1", n)
 		}

@@ -103,7 +103,7 @@ type config struct {
 }
 
 func defaults() config {
-	return config{identity: UUID(), logger: watermill.NopLogger{}}
+	return config{identity: UUID(), republish: true, logger: watermill.NopLogger{}}
 }
 
 // WithConsumer sets the scope of the keys: messages with the same identity
@@ -133,17 +133,21 @@ func WithIdentity(id Identity) Option {
 	}
 }
 
-// WithRepublish makes a duplicate of a processed message return the
-// messages its first run produced, so that the router publishes them
-// again, with the UUIDs they were recorded with (for consumers downstream
-// that deduplicate by UUID). Default false: a duplicate produces nothing.
+// WithRepublish sets whether a duplicate of a processed message returns
+// the messages its run produced, so that the router publishes them again
+// with the UUIDs they were recorded with (consumers downstream that
+// deduplicate by UUID, such as another router behind New, see each once).
+// Default true: every message whose execution completed has its produced
+// messages published at least once, whatever ended a delivery before the
+// router published them — a worker that died after the record, a publish
+// that failed (the router nacks), a broker that redelivered a message
+// whose first delivery another consumer is still finishing, a
+// tiered.ErrPending nack.
 //
-// Turn it on for a handler whose produced messages must not be lost: a
-// worker that dies after the run was recorded and before the router
-// published them (or whose publish failed, so that the message was
-// nacked) leaves them recorded but unsent, and only a redelivery that
-// republishes sends them. Publishing is then at least once per produced
-// message, under one UUID each.
+// WithRepublish(false) makes a duplicate produce nothing: each produced
+// message is then published at most once, and lost when the delivery that
+// ran the handler did not get it published. Give it only for handlers
+// whose produced messages are best-effort.
 func WithRepublish(on bool) Option {
 	return func(c *config) error {
 		c.republish = on

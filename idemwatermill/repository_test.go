@@ -1,7 +1,9 @@
 package idemwatermill_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,8 +12,10 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemwatermill"
+	"github.com/idemkit/idem/internal/testkit/faultlayer"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
+	"github.com/idemkit/idem/tiered"
 )
 
 // Watermill's Deduplicator over the Repository drops a message seen on
@@ -63,5 +67,66 @@ func TestRepositoryErrors(t *testing.T) {
 	_ = n.store.Close()
 	if _, err := r.IsDuplicate(t.Context(), "k"); !errors.Is(err, idem.ErrClosed) {
 		t.Fatalf("closed store: %v", err)
+	}
+}
+
+// The deciding tier stalls once past the Deduplicator's Timeout, on the
+// claim or on the mark's record. A stalled claim: IsDuplicate gives up
+// with the Timeout's error (the message is nacked) and the key is not
+// marked, so a redelivery is new and runs the handler. A stalled record:
+// the key was marked for this caller, who waits for the record and is
+// told "first". Either way the handler runs exactly once, never zero.
+func TestRepositoryStallPastTimeout(t *testing.T) {
+	for _, stalled := range []faultlayer.Method{faultlayer.Reserve, faultlayer.Complete} {
+		t.Run(stalled.String(), func(t *testing.T) {
+			stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
+				sql := faultlayer.New(st.SQLLayer(t))
+				var stalls atomic.Int64
+				sql.Hook(stalled, func(ctx context.Context) error {
+					if stalls.Add(1) == 1 {
+						select { // the tier answers late, as a slow server does
+						case <-time.After(300 * time.Millisecond):
+						case <-ctx.Done():
+						}
+					}
+					return nil
+				})
+				store := must.Get(tiered.New(tiered.WithSQL(sql), tiered.WithTimeouts(2*time.Second, 10*time.Second)))(t)
+				t.Cleanup(func() { _ = store.Close() })
+				d := &middleware.Deduplicator{
+					KeyFactory: func(msg *message.Message) (string, error) { return msg.UUID, nil },
+					Repository: must.Get(idemwatermill.NewRepository(store, "ship"))(t),
+					Timeout:    100 * time.Millisecond,
+				}
+				var c counter
+				h := d.Middleware(c.handler())
+				_, err := h(delivery(t, "m-1", "{}"))
+				switch {
+				case stalled == faultlayer.Reserve && !errors.Is(err, context.DeadlineExceeded):
+					t.Fatalf("the delivery whose claim stalled: %v, want the Timeout's error (a nack)", err)
+				case stalled == faultlayer.Complete && err != nil:
+					t.Fatalf("the delivery whose record stalled: %v, want it told first", err)
+				}
+				// A stalled claim ends on its own (released, not marked);
+				// until then a redelivery is nacked too. Poll, as a broker
+				// redelivers.
+				deadline := time.Now().Add(time.Minute)
+				for err != nil {
+					if time.Now().After(deadline) {
+						t.Fatalf("no redelivery acknowledged within a minute: %v", err)
+					}
+					time.Sleep(20 * time.Millisecond)
+					_, err = h(delivery(t, "m-1", "{}"))
+				}
+				for range 2 { // later deliveries are duplicates
+					if _, err := h(delivery(t, "m-1", "{}")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n := c.runs.Load(); n != 1 {
+					t.Fatalf("the handler ran %d times, want 1 (0: the message was lost)", n)
+				}
+			})
+		})
 	}
 }

@@ -93,27 +93,10 @@ func newJSRig(t *testing.T, c jsRigConfig) *jsRig {
 		_, _ = r.admin.ExecContext(ctx, "DROP TABLE IF EXISTS "+r.ledger)
 	})
 
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT,
-		JetStream: true, StoreDir: filepath.Join(r.dir, "js"), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	go srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats-server did not accept connections within 30 s")
-	}
+	srv := startNATS(t, filepath.Join(r.dir, "js"))
 	r.srv = srv
-	if r.nc, err = nats.Connect(srv.ClientURL()); err != nil {
-		t.Fatalf("connect to nats-server: %v", err)
-	}
-	t.Cleanup(r.nc.Close)
-	if r.js, err = jetstream.New(r.nc); err != nil {
-		t.Fatal(err)
-	}
+	var err error
+	r.nc, r.js = connectNATS(t, srv)
 	name := strings.ToUpper(testenv.Name("orders"))
 	r.stream, r.durable, r.subject = name, "ledger", strings.ToLower(name)+".placed"
 	if _, err := r.js.CreateStream(ctx, jetstream.StreamConfig{Name: r.stream, Subjects: []string{r.subject},
@@ -138,6 +121,41 @@ func newJSRig(t *testing.T, c jsRigConfig) *jsRig {
 	}
 	t.Logf("jetstream rig: embedded nats-server %s, SQL %s, Redis %s", srv.ClientURL(), r.st.SQL.Kind, r.st.Redis.Kind())
 	return r
+}
+
+// startNATS starts an embedded nats-server with JetStream, its store in
+// dir, stopped when the test ends.
+func startNATS(t *testing.T, dir string) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT,
+		JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	go srv.Start()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	if !srv.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server did not accept connections within 30 s")
+	}
+	return srv
+}
+
+// connectNATS connects to srv, until the test ends.
+func connectNATS(t *testing.T, srv *server.Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatalf("connect to nats-server: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
 
 // start starts n consumer processes and waits until each runs its router.

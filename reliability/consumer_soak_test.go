@@ -25,21 +25,7 @@ func TestSoakConsumer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the consumer soak runs for seconds of load")
 	}
-	dur, seed := 6*time.Second, uint64(1)
-	if v := os.Getenv("IDEM_SOAK_CONSUMER_TIME"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			t.Fatalf("IDEM_SOAK_CONSUMER_TIME=%q: want a positive duration", v)
-		}
-		dur = d
-	}
-	if v := os.Getenv("IDEM_SOAK_CONSUMER_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("IDEM_SOAK_CONSUMER_SEED=%q: %v", v, err)
-		}
-		seed = n
-	}
+	dur, seed := soakKnobs(t, "IDEM_SOAK_CONSUMER", 6*time.Second)
 	rig := defaultJSRig()
 	rig.ackWait = 500 * time.Millisecond
 	rig.handlers = 6
@@ -55,4 +41,27 @@ func TestSoakConsumer(t *testing.T) {
 	if run.kills+run.deaths == 0 {
 		t.Fatal("no consumer process was killed: the seed tested no kill")
 	}
+}
+
+// soakKnobs returns a consumer soak's duration and seed from the
+// environment: prefix_TIME (dur unless set) and prefix_SEED (1 unless
+// set). A value that does not parse fails the test.
+func soakKnobs(t *testing.T, prefix string, dur time.Duration) (time.Duration, uint64) {
+	t.Helper()
+	seed := uint64(1)
+	if v := os.Getenv(prefix + "_TIME"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("%s_TIME=%q: want a positive duration", prefix, v)
+		}
+		dur = d
+	}
+	if v := os.Getenv(prefix + "_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s_SEED=%q: %v", prefix, v, err)
+		}
+		seed = n
+	}
+	return dur, seed
 }
