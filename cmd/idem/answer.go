@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -19,8 +18,8 @@ const bodyStart = 64
 // knows its writer.
 type answer struct {
 	// Kind is "http" (the middleware's response), "grpc" (idemgrpc's
-	// answer), "watermill" (idemwatermill's produced messages, shown by
-	// size only), "not_replayable" (the Store's marker for a result too
+	// answer), "watermill" (idemwatermill's produced messages),
+	// "not_replayable" (the Store's marker for a result too
 	// large to keep), "empty" or "opaque" (a caller's own bytes).
 	Kind      string              `json:"kind"`
 	Bytes     int                 `json:"bytes"`
@@ -36,10 +35,10 @@ type answer struct {
 	Code        *int   `json:"code,omitempty"`
 	Message     string `json:"message,omitempty"`
 	Metadata    int    `json:"metadata,omitempty"`
+	// Watermill: the messages the handler produced, which a duplicate
+	// publishes again.
+	Messages []produced `json:"messages,omitempty"`
 }
-
-// watermillMagic starts every result idemwatermill records.
-var watermillMagic = []byte("idemwatermill/1\n")
 
 func decodeAnswer(result []byte) *answer {
 	a := &answer{Bytes: len(result)}
@@ -48,8 +47,7 @@ func decodeAnswer(result []byte) *answer {
 		a.Kind = "empty"
 	case tiered.IsNotReplayable(result):
 		a.Kind = "not_replayable"
-	case bytes.HasPrefix(result, watermillMagic):
-		a.Kind = "watermill"
+	case decodeWatermill(result, a):
 	default:
 		if r, err := middleware.DecodeStoredResponse(result); err == nil {
 			a.Kind, a.Status, a.Headers, a.Tombstone = "http", r.Status, r.Header, r.Reason
@@ -154,7 +152,15 @@ func (a *answer) lines() []string {
 	case "not_replayable":
 		return []string{"not replayable: the result was too large to keep; the work ran once"}
 	case "watermill":
-		return []string{fmt.Sprintf("messages a Watermill handler produced: %d bytes (not decoded)", a.Bytes)}
+		out := []string{fmt.Sprintf("%d messages a Watermill handler produced (a duplicate publishes them again)", len(a.Messages))}
+		for _, m := range a.Messages {
+			line := fmt.Sprintf("  %s: %d metadata entries, payload %d bytes", m.UUID, m.Metadata, m.PayloadBytes)
+			if m.PayloadStart != "" {
+				line += ": " + m.PayloadStart
+			}
+			out = append(out, line)
+		}
+		return out
 	case "grpc":
 		if a.Code != nil {
 			return []string{fmt.Sprintf("gRPC error: code %d, %q (%d metadata entries)", *a.Code, a.Message, a.Metadata)}

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+)
 
 func TestDecodeAnswerKinds(t *testing.T) {
 	for _, c := range []struct {
@@ -22,5 +26,36 @@ func TestDecodeAnswerKinds(t *testing.T) {
 	}
 	if a := decodeAnswer([]byte{1, 0x12, 4, 0x08, 5, 0x12, 0}); a.Code == nil || *a.Code != 5 {
 		t.Errorf("gRPC error code: %+v", a)
+	}
+}
+
+// Both forms of idemwatermill's records decode to the messages they hold,
+// byte-exact UUIDs and metadata included; a record cut short is shown as
+// opaque bytes, not as messages.
+func TestDecodeWatermillMessages(t *testing.T) {
+	field := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
+	rec := append([]byte("idemwatermill/2\n"), 2)
+	rec = field(rec, "u-1")
+	rec = append(rec, 2)
+	rec = field(field(rec, "name\xc3"), "v")
+	rec = field(field(rec, "trace"), "\xff\xfe\x00\x01")
+	rec = field(rec, `{"charged":100}`)
+	rec = field(rec, "u-2")
+	rec = append(rec, 0)
+	rec = field(rec, "")
+	a := decodeAnswer(rec)
+	if a.Kind != "watermill" || len(a.Messages) != 2 || a.Messages[0].UUID != `"u-1"` || a.Messages[0].Metadata != 2 ||
+		a.Messages[0].PayloadBytes != 15 || a.Messages[1].UUID != `"u-2"` || a.Messages[1].PayloadBytes != 0 {
+		t.Fatalf("binary form: %+v", a)
+	}
+	if l := a.lines(); len(l) != 3 || !strings.Contains(l[1], `charged`) {
+		t.Fatalf("binary form's lines: %q", l)
+	}
+	if a := decodeAnswer(rec[:len(rec)-3]); a.Kind != "opaque" {
+		t.Fatalf("a record cut short: %+v, want opaque", a)
+	}
+	a = decodeAnswer([]byte(`idemwatermill/1` + "\n" + `[{"uuid":"u-9","metadata":{"k":"v"},"payload":"aGk="}]`))
+	if a.Kind != "watermill" || len(a.Messages) != 1 || a.Messages[0].UUID != `"u-9"` || a.Messages[0].Metadata != 1 || a.Messages[0].PayloadBytes != 2 {
+		t.Fatalf("JSON form: %+v", a)
 	}
 }
