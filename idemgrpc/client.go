@@ -34,7 +34,8 @@ var ErrAttemptTimeout = errors.New("idemgrpc: attempt timed out")
 //
 // Retried: Unavailable, ResourceExhausted (but not a request the server
 // cannot fingerprint), Aborted (a call in flight, or its lease lost), and
-// DeadlineExceeded of an attempt over WithAttemptTimeout, after the
+// DeadlineExceeded while the caller's own context is alive (the attempt's
+// deadline, WithAttemptTimeout, ended it, on either side), after the
 // status's RetryInfo delay when it has one, else exponential backoff with
 // full jitter (WithBackoff). Never retried: FailedPrecondition (the key
 // reused with another request, or an answer not replayable),
@@ -102,7 +103,12 @@ func (ci *clientInterceptor) invoke(ctx context.Context, method string, req, rep
 		}
 		actx, cancel := context.WithTimeoutCause(ctx, min(ci.c.attemptTimeout, time.Until(deadline)), ErrAttemptTimeout)
 		err := invoker(actx, method, req, reply, cc, opts...)
-		timedOut := ctx.Err() == nil && errors.Is(context.Cause(actx), ErrAttemptTimeout)
+		// The attempt timed out when its own deadline ended it, whichever
+		// side saw that first: the server, which knows the deadline the
+		// call carried, may answer DeadlineExceeded before this side's
+		// timer has fired on a busy machine. The caller's context alive,
+		// no other deadline is in play.
+		timedOut := ctx.Err() == nil && (errors.Is(context.Cause(actx), ErrAttemptTimeout) || status.Code(err) == codes.DeadlineExceeded)
 		cancel()
 		if err == nil || ctx.Err() != nil || n >= ci.c.attempts {
 			return err
