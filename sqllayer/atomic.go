@@ -26,7 +26,7 @@ type atomicTx struct {
 	l       *Layer
 	ctx     context.Context         // the transaction's
 	end     context.CancelCauseFunc // ends ctx, once the transaction did
-	conn    bun.Conn                // the pool's connection the transaction holds
+	session *session                // the pool's connection the transaction holds
 	server  int64                   // the server's id of conn's session; 0: none (see watch)
 	tx      bun.Tx
 	q       querier
@@ -139,8 +139,8 @@ func (l *Layer) runClaimed(a *atomicTx, rec idem.Record, lease time.Duration,
 			// work panicked or called runtime.Goexit: nothing commits.
 			stopWatch()
 			lost(nil)
-			rollback(a.tx, a.end, a.timeout)
-			l.disconnect(a.conn)
+			a.session.ended = rollback(a.tx, a.end, a.timeout) == nil
+			l.disconnect(a.session)
 			l.atomics.Delete(a.token)
 		}
 	}()
@@ -165,13 +165,14 @@ func (l *Layer) runClaimed(a *atomicTx, rec idem.Record, lease time.Duration,
 		err = fmt.Errorf("%w: sqllayer: an atomic execution returned without writing its completion", idem.ErrConfig)
 	}
 	if err != nil {
-		rollback(a.tx, a.end, a.timeout)
-		l.disconnect(a.conn)
+		a.session.ended = rollback(a.tx, a.end, a.timeout) == nil
+		l.disconnect(a.session)
 		return rec, true, err
 	}
 	err = a.commit()
+	a.session.ended = err == nil
 	a.end(nil)
-	l.disconnect(a.conn)
+	l.disconnect(a.session)
 	if err != nil {
 		return rec, true, l.wrap("commit", err)
 	}

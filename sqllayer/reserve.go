@@ -192,7 +192,13 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 // insertMySQL claims a free key with a plain INSERT. ok is false when the key
 // is taken (error 1062).
 func (l *Layer) insertMySQL(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
-	res, err := q.ExecContext(ctx, l.st.insert, c.args(token, nil)...)
+	return l.insertMySQLIn(ctx, q, l.st.insert, c, token)
+}
+
+// insertMySQLIn is insertMySQL with the statement query, the insert as an
+// atomic claim sends it.
+func (l *Layer) insertMySQLIn(ctx context.Context, q querier, query string, c *claim, token string) (idem.Record, bool, error) {
+	res, err := q.ExecContext(ctx, query, c.args(token, nil)...)
 	if err != nil {
 		if classify(err, l.dialect) == kindUnique {
 			return idem.Record{}, false, nil
@@ -231,11 +237,17 @@ func (l *Layer) insertReturning(ctx context.Context, q querier, c *claim, token 
 // still finds it expired or lapsed. ok is false when another caller changed
 // it first.
 func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string, old []byte) (idem.Record, bool, error) {
+	return l.takeoverWith(ctx, q, l.st.takeover, c, token, old)
+}
+
+// takeoverWith is takeover with the statement query, the takeover as an
+// atomic claim sends it.
+func (l *Layer) takeoverWith(ctx context.Context, q querier, query string, c *claim, token string, old []byte) (idem.Record, bool, error) {
 	if old == nil {
 		old = []byte{}
 	}
 	if l.dialect == dialect.MySQL {
-		res, err := q.ExecContext(ctx, l.st.takeover, c.args(token, old)...)
+		res, err := q.ExecContext(ctx, query, c.args(token, old)...)
 		if err != nil {
 			return idem.Record{}, false, err
 		}
@@ -245,7 +257,7 @@ func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string,
 		return l.mysqlOwner(res.LastInsertId, c, token)
 	}
 	lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
-	found, err := queryOne(ctx, q, l.st.takeover, c.args(token, old), &lease, &expires)
+	found, err := queryOne(ctx, q, query, c.args(token, old), &lease, &expires)
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}
