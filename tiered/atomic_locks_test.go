@@ -21,20 +21,28 @@ type accounts struct {
 	table string
 }
 
-func newAccounts(t *testing.T, r *atomicRig, ids ...string) *accounts {
+// businessTable creates a table of the work's own, dropped when the test
+// ends, and returns its name.
+func businessTable(t *testing.T, r *atomicRig, base, columns string) string {
 	t.Helper()
-	a := &accounts{table: testenv.Name("accounts")}
+	table := testenv.Name(base)
 	db := r.ledger.db
-	if _, err := db.ExecContext(t.Context(), "CREATE TABLE "+a.table+" (id VARCHAR(64) PRIMARY KEY, balance INTEGER NOT NULL)"); err != nil {
+	if _, err := db.ExecContext(t.Context(), "CREATE TABLE "+table+" ("+columns+")"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+a.table)
+		_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+table)
 	})
+	return table
+}
+
+func newAccounts(t *testing.T, r *atomicRig, ids ...string) *accounts {
+	t.Helper()
+	a := &accounts{table: businessTable(t, r, "accounts", "id VARCHAR(64) PRIMARY KEY, balance INTEGER NOT NULL")}
 	for _, id := range ids {
-		if _, err := db.ExecContext(t.Context(), "INSERT INTO "+a.table+" (id, balance) VALUES (?, 1000)", id); err != nil {
+		if _, err := r.ledger.db.ExecContext(t.Context(), "INSERT INTO "+a.table+" (id, balance) VALUES (?, 1000)", id); err != nil {
 			t.Fatal(err)
 		}
 	}

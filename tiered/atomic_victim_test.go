@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )
@@ -20,17 +18,7 @@ type charges struct{ table string }
 
 func newCharges(t *testing.T, r *atomicRig) *charges {
 	t.Helper()
-	c := &charges{table: testenv.Name("charges_by_key")}
-	db := r.ledger.db
-	if _, err := db.ExecContext(t.Context(), "CREATE TABLE "+c.table+" (key_id VARCHAR(64) NOT NULL, amount INTEGER NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+c.table)
-	})
-	return c
+	return &charges{table: businessTable(t, r, "charges_by_key", "key_id VARCHAR(64) NOT NULL, amount INTEGER NOT NULL")}
 }
 
 // charge writes one row for key through the execution's transaction.
