@@ -74,8 +74,9 @@ func lockSeconds(wait time.Duration) int64 {
 	return int64(max((wait+time.Second-1)/time.Second, 1))
 }
 
-// isMariaDB reports whether the MySQL server is MariaDB, asking it once.
-func (l *Layer) isMariaDB(ctx context.Context, conn bun.Conn) (bool, error) {
+// isMariaDB reports whether the MySQL server is MariaDB, asking it once,
+// on conn (a connection, or the pool).
+func (l *Layer) isMariaDB(ctx context.Context, conn bun.IConn) (bool, error) {
 	switch l.maria.Load() {
 	case 1:
 		return true, nil

@@ -69,6 +69,9 @@ type Layer struct {
 	// maria is what the MySQL server is, asked once: 0 not yet known, 1
 	// MariaDB, 2 MySQL (see isMariaDB).
 	maria atomic.Int32
+	// mysqlBound holds MariaDB's claim statements bounded by each whole
+	// second of lock wait (see mysqlClaim).
+	mysqlBound mysqlClaims
 	// servers holds the server's session id of the pool's connections, by
 	// driver connection, for the watch of atomic executions (see
 	// serverID); serverCount counts its entries.

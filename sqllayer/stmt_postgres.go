@@ -22,12 +22,18 @@ package sqllayer
 // a concurrent claim that then committed, the second branch reads with the
 // snapshot taken before that wait and finds nothing: the caller then reads
 // in a new statement.
-const pgClaimOrRead = `WITH c AS (SELECT clock_timestamp() AS now),
+//
+// Both claims (this one and insert) bound their wait for a lock on the key
+// — an atomic execution's claim, uncommitted in its open transaction — to
+// ?7 (lock_timeout, for the statement's own transaction: the layer sends
+// them outside any), so that the claim learns the key is held before its
+// SQL timeout cuts it off (see lockwait).
+const pgClaimOrRead = `WITH c AS (SELECT clock_timestamp() AS now, set_config('lock_timeout', ?7::text, true) AS bound),
 ins AS (
 	INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 	SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
 		c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
-	FROM c
+	FROM c WHERE c.bound IS NOT NULL
 	ON CONFLICT (key_digest) DO NOTHING
 	RETURNING lease_until, expires_at
 )
@@ -50,7 +56,8 @@ var pgStmts = stmts{
 	insert: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
 	c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
-FROM (SELECT clock_timestamp() AS now) c
+FROM (SELECT clock_timestamp() AS now, set_config('lock_timeout', ?7::text, true) AS bound) c
+WHERE c.bound IS NOT NULL
 ON CONFLICT (key_digest) DO NOTHING
 RETURNING lease_until, expires_at`,
 
