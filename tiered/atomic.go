@@ -26,7 +26,11 @@ import (
 //     claim waits on the unique index for the owner's transaction, at most
 //     the Store's wait (the database's lock timeout), then replays the
 //     committed result, or runs (the owner rolled back), or gets
-//     idem.ErrInFlight. No polling.
+//     idem.ErrInFlight (on SQLite, which cannot tell the key's lock from
+//     its one writer's, idem.ErrUnavailable after the wait and the SQL
+//     timeout). No polling. A standard-mode duplicate (a Store of the
+//     other mode on the table) waits likewise, bounded by its own wait,
+//     and replays (askSQL).
 //   - The commit's outcome unknown (the connection lost during COMMIT): the
 //     Store reads the record back before anyone is answered, as for a
 //     completion in fn's own transaction.
