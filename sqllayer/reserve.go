@@ -238,9 +238,11 @@ func (l *Layer) mysqlOwner(lastInsertID func() (int64, error), c *claim, token s
 // insertReturning claims a free key with INSERT … ON CONFLICT DO NOTHING
 // RETURNING (Postgres, SQLite). ok is false when the key is taken.
 func (l *Layer) insertReturning(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
-	args := c.args(token, nil)
+	var args []any
 	if l.dialect == dialect.PG {
 		args = c.argsBounded(token, pgLockBound(ctx))
+	} else {
+		args = c.args(token, nil)
 	}
 	lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
 	found, err := queryOne(ctx, q, l.st.insert, args, &lease, &expires)
