@@ -95,9 +95,10 @@ func TxFrom(ctx context.Context) (tx bun.Tx, ok bool) {
 // It returns claimed false with the record that holds the key (completed,
 // of another fingerprint, or in progress under a claim committed outside
 // an atomic execution), or with an error: idem.ErrInFlight when the wait
-// ran out (on SQLite idem.ErrUnavailable once the wait and the timeout
-// ran out: it cannot tell the key's lock from the database's), the error
-// of a failed claim otherwise. With claimed true it
+// ran out (on SQLite, unless an atomic execution of this process holds the
+// key, idem.ErrUnavailable once the wait and the timeout ran out: the
+// writer's lock does not say whose key it holds), the error of a failed
+// claim otherwise. With claimed true it
 // returns the completed record and nil once the commit succeeded; work's
 // own error as work returned it; an error wrapping idem.ErrConfig for a
 // refused completion; or the commit's error, after which the caller does

@@ -2,6 +2,7 @@ package sqllayer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,6 +49,8 @@ func (l *Layer) claimAtomic(ctx context.Context, c *claim, until time.Time, time
 			continue
 		case err == nil:
 			return a, rec, nil
+		case errors.Is(err, idem.ErrInFlight):
+			return nil, idem.Record{}, err
 		case lockWait(err, l.dialect) && l.sqlite:
 			// SQLite has one writer: the lock held is the database's, by
 			// an execution of this key or of any other; a key no one holds
@@ -99,12 +102,17 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 	// The connection is taken under the claim's bound (a pool whose
 	// connections all wait for open transactions waits no longer); the
 	// transaction lives in ctx.
-	conn, err := l.connect(ctx, wait, step, bound)
+	held := l.sqlite && l.sqliteHeld(c.digest)
+	conn, err := l.connect(ctx, wait, step, bound, held)
 	if err != nil {
 		return nil, idem.Record{}, 0, err
 	}
 	s := &session{conn: conn}
 	if l.sqlite {
+		if err := l.sqliteWait(stmtCtx, s, c, wait, &held); err != nil {
+			l.disconnect(s)
+			return nil, idem.Record{}, 0, err
+		}
 		r := l.newRow()
 		q, err := l.on(conn)
 		var found bool
@@ -172,6 +180,9 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 		rec, ok, err = l.insertReturning(stmtCtx, q, c, token)
 	}
 	if err != nil {
+		if held && lockWait(err, l.dialect) {
+			err = fmt.Errorf("%w: sqllayer: the key's claim is held by an atomic execution of this process still open after the wait: %w", idem.ErrInFlight, err)
+		}
 		return nil, idem.Record{}, 0, err
 	}
 	if !ok {
@@ -211,6 +222,9 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 			return nil, idem.Record{}, 0, err
 		}
 	}
+	if l.sqlite {
+		s.release = l.sqliteHoldKey(c.digest)
+	}
 	claimed = true
 	a.token = token
 	return a, rec, claimDone, nil
@@ -236,5 +250,21 @@ func (l *Layer) mysqlSession(ctx context.Context, s *session, wait time.Duration
 	s.maria, s.mysql = maria, true
 	_, err = s.conn.ExecContext(ctx, mysqlSaveSession(maria, lockSeconds(wait)))
 	s.ended = err == nil // no transaction yet: disconnect may put autocommit back
+	return err
+}
+
+// sqliteWait learns the database's file (once per layer), and when an
+// atomic execution of this process holds the key (*held, checked again
+// now that the file is known) bounds the claim's wait for the writer by
+// the Store's wait alone: the answer past it is idem.ErrInFlight.
+func (l *Layer) sqliteWait(ctx context.Context, s *session, c *claim, wait time.Duration, held *bool) error {
+	if err := l.sqliteFile(ctx, s.conn); err != nil {
+		return err
+	}
+	if *held || !l.sqliteHeld(c.digest) {
+		return nil
+	}
+	*held = true
+	_, err := s.conn.ExecContext(ctx, sqliteBusy+" = "+strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
 	return err
 }

@@ -33,6 +33,9 @@ type session struct {
 	// before autocommit is put back on: that would commit it).
 	ended bool
 	guard *commitGuard // SQLite: the commit hook; nil when none
+	// release ends the execution's hold of its key (SQLite: see
+	// sqliteHolds); nil when it holds none.
+	release func()
 }
 
 // connect takes a connection of the pool for an atomic execution. When
@@ -49,13 +52,17 @@ type session struct {
 // the DSN's, and at least the wait, when the bound is zero), so that the
 // claim waits for the one writer no longer; the claim puts the DSN's back
 // once it claimed, disconnect in any case.
-func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration, bound time.Time) (bun.Conn, error) {
+func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration, bound time.Time, held bool) (bun.Conn, error) {
 	acquireCtx, cancel := ctx, context.CancelFunc(func() {})
 	full := l.poolFull()
+	if held {
+		bound = time.Now().Add(wait) // SQLite: this process holds the key (see sqliteHolds)
+	}
+	sqliteWaits := l.sqlite && !held
 	switch {
-	case full && l.sqlite && !bound.IsZero():
+	case full && sqliteWaits && !bound.IsZero():
 		acquireCtx, cancel = context.WithDeadline(ctx, bound)
-	case full && l.sqlite:
+	case full && sqliteWaits:
 	case full:
 		acquireCtx, cancel = context.WithTimeout(ctx, max(wait, minAcquire))
 	case timeout > 0:
@@ -65,7 +72,7 @@ func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration, bound 
 	conn, err := l.db.Conn(acquireCtx)
 	if err != nil {
 		if full && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			if l.sqlite {
+			if sqliteWaits {
 				return bun.Conn{}, fmt.Errorf("%w: sqllayer: no connection of the pool came free within the wait and the SQL timeout: %w", idem.ErrUnavailable, err)
 			}
 			return bun.Conn{}, fmt.Errorf("%w: sqllayer: no connection of the pool came free within the wait: %w", idem.ErrInFlight, err)
@@ -107,6 +114,9 @@ const resetTimeout = 5 * time.Second
 // they were before the claim. A connection whose settings cannot be put
 // back is not reused, nor a MySQL one whose transaction may still be open.
 func (l *Layer) disconnect(s *session) {
+	if s.release != nil {
+		s.release()
+	}
 	var reset string
 	switch {
 	case l.sqlite:

@@ -69,6 +69,9 @@ type Layer struct {
 	// maria is what the MySQL server is, asked once: 0 not yet known, 1
 	// MariaDB, 2 MySQL (see isMariaDB).
 	maria atomic.Int32
+	// file is the SQLite database's file, a string once known ("" in
+	// memory; see sqliteFile).
+	file atomic.Value
 	// mysqlBound holds MariaDB's claim statements bounded by each whole
 	// second of lock wait (see mysqlClaim).
 	mysqlBound mysqlClaims

@@ -9,6 +9,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
@@ -204,4 +205,53 @@ func TestAtomicHandlerSeesTheSessionsLockBound(t *testing.T) {
 			})
 		}
 	})
+}
+
+// SQLite's one writer held by a transaction this process knows nothing of
+// (another process's): a brand-new key waits for it the wait and the SQL
+// timeout together, then answers ErrUnavailable — never ErrInFlight, for
+// no one holds the key — and runs once the writer is free; a key already
+// completed replays at once, without waiting for the writer.
+func TestAtomicSQLiteWriterHeldElsewhere(t *testing.T) {
+	for _, sq := range []*testenv.SQL{testenv.SQLiteFile(t)} {
+		st := stacktest.On(t, sq.Kind, testenv.MiniRedis(t), sq)
+		r := &atomicRig{st: st, ledger: newLedger(t, st)}
+		s := r.store(t, tiered.WithWait(200*time.Millisecond), tiered.WithTimeouts(time.Second, time.Second))
+		done := newKey(t)
+		if _, err := s.Do(t.Context(), done, "fp", func(ctx context.Context) ([]byte, error) {
+			return []byte("paid"), r.charge(ctx, done.String())
+		}); err != nil {
+			t.Fatal(err)
+		}
+		other := st.DB(t)
+		conn := must.Get(other.Conn(t.Context()))(t)
+		if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+			t.Fatal(err)
+		}
+		held := true
+		t.Cleanup(func() {
+			if held {
+				_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+			}
+			_ = conn.Close()
+		})
+		// Another Store, without the first's local cache: SQL answers.
+		fresh2 := r.store(t, tiered.WithWait(200*time.Millisecond), tiered.WithTimeouts(time.Second, time.Second), tiered.WithLocalCache(0, 0, 0))
+		res, err := fresh2.Do(t.Context(), done, "fp", func(context.Context) ([]byte, error) { return []byte("again"), nil })
+		if err != nil || string(res.Value) != "paid" || !res.Replayed {
+			t.Fatalf("a completed key with the writer held elsewhere: %+v, %v; want its replay", res, err)
+		}
+		fresh := newKey(t)
+		pay := func(ctx context.Context) ([]byte, error) { return []byte("fresh"), r.charge(ctx, fresh.String()) }
+		if _, err := s.Do(t.Context(), fresh, "fp", pay); !errors.Is(err, idem.ErrUnavailable) || errors.Is(err, idem.ErrInFlight) {
+			t.Fatalf("a new key with the writer held elsewhere: %v, want ErrUnavailable (not in flight)", err)
+		}
+		if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		held = false
+		if res, err := s.Do(t.Context(), fresh, "fp", pay); err != nil || string(res.Value) != "fresh" {
+			t.Fatalf("the new key once the writer is free: %+v, %v", res, err)
+		}
+	}
 }
