@@ -97,6 +97,7 @@ fuzz:
 # seed; IDEM_SOAK_KEEP=dir keeps the history of a failed run. SOAKATOMIC=1
 # runs the Stores in the atomic mode (tiered.WithAtomic): every execution
 # writes its charge in the transaction that claims and completes its key,
+# the chi instances run the standard mode on the same table (mixed modes),
 # and the nemesis also kills owners' processes mid-transaction.
 SOAKTIME ?= 60s
 SOAKSEED ?= 1
