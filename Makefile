@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer soak-watermill queue-load
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer soak-watermill soak-locks queue-load
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone;
@@ -97,12 +97,22 @@ fuzz:
 # seed; IDEM_SOAK_KEEP=dir keeps the history of a failed run. SOAKATOMIC=1
 # runs the Stores in the atomic mode (tiered.WithAtomic): every execution
 # writes its charge in the transaction that claims and completes its key,
+# the chi instances run the standard mode on the same table (mixed modes),
 # and the nemesis also kills owners' processes mid-transaction.
 SOAKTIME ?= 60s
 SOAKSEED ?= 1
 SOAKATOMIC ?= 0
 soak:
 	IDEM_SOAK_TIME=$(SOAKTIME) IDEM_SOAK_SEED=$(SOAKSEED) IDEM_SOAK_ATOMIC=$(SOAKATOMIC) $(GO) test -run '^TestSoak$$' -count=1 -v -timeout 30m ./reliability/
+
+# soak-locks: the atomic mode's soak on MariaDB, SOAKCALLS payments (default
+# 50,000) with SOAKSEED: deadlock victims and lock-wait timeouts inside
+# handlers that sometimes write on, and a standard-mode Store on the same
+# table; it prints the calls, each fault's count and the anomalies, and
+# fails on any. make test runs 800 payments of it under the race detector.
+SOAKCALLS ?= 50000
+soak-locks:
+	IDEM_SOAK_LOCKS_CALLS=$(SOAKCALLS) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakAtomicLocks$$' -count=1 -v -timeout 30m ./reliability/
 
 # soak-consumer: the soak's consumer variant, for SOAKTIME with SOAKSEED:
 # messages through three consumer processes on an embedded JetStream

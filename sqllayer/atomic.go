@@ -26,7 +26,7 @@ type atomicTx struct {
 	l       *Layer
 	ctx     context.Context         // the transaction's
 	end     context.CancelCauseFunc // ends ctx, once the transaction did
-	conn    bun.Conn                // the pool's connection the transaction holds
+	session *session                // the pool's connection the transaction holds
 	server  int64                   // the server's id of conn's session; 0: none (see watch)
 	tx      bun.Tx
 	q       querier
@@ -68,11 +68,19 @@ func TxFrom(ctx context.Context) (tx bun.Tx, ok bool) {
 // tiered.AtomicLayer the Store needs). It begins the transaction and
 // claims the key in it for fingerprint (lease and ttl as Reserve takes
 // them), waiting at most wait for a concurrent claim whose transaction is
-// still open: through lock_timeout on Postgres (SET LOCAL, in the claim's
-// own statement), the session's innodb_lock_wait_timeout on MySQL and
-// MariaDB (whole seconds, at least one), and the busy timeout of the DSN on
-// SQLite, where one writer at a time holds the database and atomic
-// executions run one after another. Each statement of its own is bounded by
+// still open: through lock_timeout on Postgres (set and put back in the
+// claim's own statement), innodb_lock_wait_timeout on MySQL and MariaDB
+// (whole seconds, at least one; MariaDB in the claim statement itself,
+// MySQL for the session and put back after the claim). On SQLite, where
+// one writer at a time holds the database and atomic executions run one
+// after another, the claim reads the key first, outside any transaction,
+// and waits for the writer for wait and timeout together (the busy
+// timeout, the DSN's again once claimed). The work's own statements wait
+// for their locks under the session's settings, never the claim's bound;
+// they run with autocommit off on MySQL and MariaDB, and on SQLite under a
+// commit hook that refuses any commit but the execution's, so that a
+// transaction the database rolled back whole (a deadlock victim) never
+// lets them commit on their own. Each statement of its own is bounded by
 // timeout (0: no bound), the claim by wait and timeout.
 //
 // When the key is claimed, work runs with a context that carries the
@@ -87,7 +95,10 @@ func TxFrom(ctx context.Context) (tx bun.Tx, ok bool) {
 // It returns claimed false with the record that holds the key (completed,
 // of another fingerprint, or in progress under a claim committed outside
 // an atomic execution), or with an error: idem.ErrInFlight when the wait
-// ran out, the error of a failed claim otherwise. With claimed true it
+// ran out (on SQLite, unless an atomic execution of this process holds the
+// key, idem.ErrUnavailable once the wait and the timeout ran out: the
+// writer's lock does not say whose key it holds), the error of a failed
+// claim otherwise. With claimed true it
 // returns the completed record and nil once the commit succeeded; work's
 // own error as work returned it; an error wrapping idem.ErrConfig for a
 // refused completion; or the commit's error, after which the caller does
@@ -139,8 +150,8 @@ func (l *Layer) runClaimed(a *atomicTx, rec idem.Record, lease time.Duration,
 			// work panicked or called runtime.Goexit: nothing commits.
 			stopWatch()
 			lost(nil)
-			rollback(a.tx, a.end, a.timeout)
-			l.disconnect(a.conn)
+			a.session.ended = rollback(a.tx, a.end, a.timeout) == nil
+			l.disconnect(a.session)
 			l.atomics.Delete(a.token)
 		}
 	}()
@@ -165,13 +176,14 @@ func (l *Layer) runClaimed(a *atomicTx, rec idem.Record, lease time.Duration,
 		err = fmt.Errorf("%w: sqllayer: an atomic execution returned without writing its completion", idem.ErrConfig)
 	}
 	if err != nil {
-		rollback(a.tx, a.end, a.timeout)
-		l.disconnect(a.conn)
+		a.session.ended = rollback(a.tx, a.end, a.timeout) == nil
+		l.disconnect(a.session)
 		return rec, true, err
 	}
 	err = a.commit()
+	a.session.ended = err == nil
 	a.end(nil)
-	l.disconnect(a.conn)
+	l.disconnect(a.session)
 	if err != nil {
 		return rec, true, l.wrap("commit", err)
 	}

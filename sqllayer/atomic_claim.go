@@ -2,6 +2,7 @@ package sqllayer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,6 +49,13 @@ func (l *Layer) claimAtomic(ctx context.Context, c *claim, until time.Time, time
 			continue
 		case err == nil:
 			return a, rec, nil
+		case errors.Is(err, idem.ErrInFlight):
+			return nil, idem.Record{}, err
+		case lockWait(err, l.dialect) && l.sqlite:
+			// SQLite has one writer: the lock held is the database's, by
+			// an execution of this key or of any other; a key no one holds
+			// is not in flight.
+			return nil, idem.Record{}, fmt.Errorf("%w: sqllayer: SQLite's one writer stayed busy past the wait and the SQL timeout: %w", idem.ErrUnavailable, err)
 		case lockWait(err, l.dialect):
 			return nil, idem.Record{}, fmt.Errorf("%w: sqllayer: the key's claim is held by a transaction still open after the wait: %w", idem.ErrInFlight, err)
 		}
@@ -78,6 +86,9 @@ const (
 // key is taken, a read in a new statement (which sees what that
 // transaction committed) and a takeover of an expired record or a lapsed
 // lease past its grace. A transaction that claims nothing is rolled back.
+// On SQLite the key is read first, outside any transaction: a record that
+// holds it (a completed one, to replay) is answered without waiting for
+// the database's one writer.
 func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time, timeout time.Duration) (a *atomicTx, rec idem.Record, next int, err error) {
 	wait := max(time.Until(until), 0)
 	stmtCtx, step := ctx, timeout
@@ -91,54 +102,87 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 	// The connection is taken under the claim's bound (a pool whose
 	// connections all wait for open transactions waits no longer); the
 	// transaction lives in ctx.
-	conn, err := l.connect(ctx, wait, step)
+	held := l.sqlite && l.sqliteHeld(c.digest)
+	conn, err := l.connect(ctx, wait, step, bound, held)
 	if err != nil {
 		return nil, idem.Record{}, 0, err
 	}
+	s := &session{conn: conn}
+	if l.sqlite {
+		if err := l.sqliteWait(stmtCtx, s, c, wait, &held); err != nil {
+			l.disconnect(s)
+			return nil, idem.Record{}, 0, err
+		}
+		r := l.newRow()
+		q, err := l.on(conn)
+		var found bool
+		if err == nil {
+			found, err = l.readRow(stmtCtx, q, c.digest, &r)
+		}
+		switch {
+		case err != nil:
+			l.disconnect(s)
+			return nil, idem.Record{}, 0, err
+		case found && !r.takeable(c.fp):
+			l.disconnect(s)
+			return nil, r.record(c.key, l.resolution), claimDone, nil
+		}
+	}
 	server, err := l.serverID(stmtCtx, conn, step)
+	if err == nil && l.dialect == dialect.MySQL {
+		err = l.mysqlSession(stmtCtx, s, wait)
+	}
 	if err != nil {
-		l.disconnect(conn)
+		l.disconnect(s)
 		return nil, idem.Record{}, 0, err
 	}
 	txCtx, end := context.WithCancelCause(ctx)
 	tx, err := beginBounded(txCtx, end, conn, step)
 	if err != nil {
 		end(nil)
-		l.disconnect(conn)
+		l.disconnect(s)
 		return nil, idem.Record{}, 0, err
 	}
+	s.ended = false
 	claimed, released := false, false
 	defer func() {
 		if !claimed && !released {
-			rollback(tx, end, step)
-			l.disconnect(conn)
+			s.ended = rollback(tx, end, step) == nil
+			l.disconnect(s)
 		}
 	}()
 	q, err := l.on(tx)
 	if err != nil {
 		return nil, idem.Record{}, 0, err
 	}
+	a = &atomicTx{l: l, ctx: txCtx, end: end, session: s, server: server, tx: tx, q: q, key: c.key, claim: c, timeout: timeout}
 	token := idem.NewToken()
-	var ok bool
+	var (
+		ok    bool
+		oldPG *string // Postgres: the lock_timeout to put back after a takeover
+	)
 	switch l.dialect {
 	case dialect.PG:
 		// At least a millisecond: 0 would turn the timeout off.
 		ms := strconv.FormatInt(max(wait.Milliseconds(), 1), 10) + "ms"
 		lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
-		var found bool
-		found, err = queryOne(stmtCtx, q, l.st.atomicInsert, append(c.args(token, nil), ms), &lease, &expires)
-		if err == nil && found {
+		var old string
+		_, err = queryOne(stmtCtx, q, l.st.atomicInsert, append(c.args(token, nil), ms), &lease, &expires, &old)
+		switch {
+		case err == nil && !lease.t.IsZero():
 			rec, ok = c.owner(token, lease.t, expires.t, l.resolution), true
+		case err == nil:
+			oldPG = &old
 		}
 	case dialect.MySQL:
-		secs := max((wait+time.Second-1)/time.Second, 1)
-		if _, err = q.ExecContext(stmtCtx, "SET SESSION innodb_lock_wait_timeout = "+strconv.FormatInt(int64(secs), 10)); err == nil {
-			rec, ok, err = l.insertMySQL(stmtCtx, q, c, token)
-		}
+		rec, ok, err = l.insertMySQLIn(stmtCtx, q, l.atomicStmt(s, l.st.insert, wait), c, token)
 	default:
 		rec, ok, err = l.insertReturning(stmtCtx, q, c, token)
 	}
 	if err != nil {
+		if held && lockWait(err, l.dialect) {
+			err = fmt.Errorf("%w: sqllayer: the key's claim is held by an atomic execution of this process still open after the wait: %w", idem.ErrInFlight, err)
+		}
 		return nil, idem.Record{}, 0, err
 	}
 	if !ok {
@@ -154,8 +198,8 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 		case r.state == stateInProgress && !r.expired():
 			// Grant the grace outside this transaction, which holds
 			// nothing: the grace must commit to count.
-			rollback(tx, end, step)
-			l.disconnect(conn)
+			s.ended = rollback(tx, end, step) == nil
+			l.disconnect(s)
 			released = true
 			rec, ok, err = l.grace(stmtCtx, l.pool(), c, &r)
 			if err != nil || !ok {
@@ -164,12 +208,63 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 			l.observe(ctx, idem.Event{Kind: idem.EventGrace, Key: c.key})
 			return nil, rec, claimGrace, nil
 		}
-		if rec, ok, err = l.takeover(stmtCtx, q, c, token, r.token); err != nil || !ok {
+		if rec, ok, err = l.takeoverWith(stmtCtx, q, l.atomicStmt(s, l.st.takeover, wait), c, token, r.token); err != nil || !ok {
 			return nil, idem.Record{}, claimAgain, err
 		}
 		rec.TookOver = inProgress(r.state)
 		l.observe(ctx, idem.Event{Kind: idem.EventTakeover, Key: c.key})
 	}
+	if err := a.restoreLockBound(stmtCtx, oldPG); err != nil {
+		return nil, idem.Record{}, 0, err
+	}
+	if l.sqlite {
+		if s.guard, _, err = guardCommits(conn); err != nil {
+			return nil, idem.Record{}, 0, err
+		}
+	}
+	if l.sqlite {
+		s.release = l.sqliteHoldKey(c.digest)
+	}
 	claimed = true
-	return &atomicTx{l: l, ctx: txCtx, end: end, conn: conn, server: server, tx: tx, q: q, key: c.key, claim: c, token: token, timeout: timeout}, rec, claimDone, nil
+	a.token = token
+	return a, rec, claimDone, nil
+}
+
+// atomicStmt returns query as an atomic claim sends it: on MariaDB bounded
+// by the wait for a lock in the statement itself.
+func (l *Layer) atomicStmt(s *session, query string, wait time.Duration) string {
+	if l.dialect == dialect.MySQL && s.maria {
+		return mysqlBounded(query, lockSeconds(wait))
+	}
+	return query
+}
+
+// mysqlSession turns autocommit off on the claim's connection for the
+// execution's length, and on MySQL bounds its lock wait (see
+// mysqlSaveSession); disconnect puts both back.
+func (l *Layer) mysqlSession(ctx context.Context, s *session, wait time.Duration) error {
+	maria, err := l.isMariaDB(ctx, s.conn)
+	if err != nil {
+		return err
+	}
+	s.maria, s.mysql = maria, true
+	_, err = s.conn.ExecContext(ctx, mysqlSaveSession(maria, lockSeconds(wait)))
+	s.ended = err == nil // no transaction yet: disconnect may put autocommit back
+	return err
+}
+
+// sqliteWait learns the database's file (once per layer), and when an
+// atomic execution of this process holds the key (*held, checked again
+// now that the file is known) bounds the claim's wait for the writer by
+// the Store's wait alone: the answer past it is idem.ErrInFlight.
+func (l *Layer) sqliteWait(ctx context.Context, s *session, c *claim, wait time.Duration, held *bool) error {
+	if err := l.sqliteFile(ctx, s.conn); err != nil {
+		return err
+	}
+	if *held || !l.sqliteHeld(c.digest) {
+		return nil
+	}
+	*held = true
+	_, err := s.conn.ExecContext(ctx, sqliteBusy+" = "+strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
+	return err
 }

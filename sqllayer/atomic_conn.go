@@ -18,23 +18,51 @@ import (
 const minAcquire = 100 * time.Millisecond
 
 // sqliteBusy is the busy timeout, in milliseconds, of the SQLite
-// connections that an atomic execution's claim sets for its wait, and
-// restores when the connection returns to the pool.
+// connections, which an atomic execution's claim sets for its wait, and
+// puts back once it claimed or when the connection returns to the pool.
 const sqliteBusy = "PRAGMA busy_timeout"
+
+// session is the connection of one atomic execution and what its claim
+// changed on it, for disconnect to put back.
+type session struct {
+	conn  bun.Conn
+	mysql bool // autocommit (and on MySQL the lock wait) saved and changed: see mysqlSession
+	maria bool // the server is MariaDB
+	// ended: the transaction's COMMIT or ROLLBACK succeeded, so the
+	// session is in none (a MySQL session with autocommit off must be,
+	// before autocommit is put back on: that would commit it).
+	ended bool
+	guard *commitGuard // SQLite: the commit hook; nil when none
+	// release ends the execution's hold of its key (SQLite: see
+	// sqliteHolds); nil when it holds none.
+	release func()
+}
 
 // connect takes a connection of the pool for an atomic execution. When
 // the pool has a limit and every connection is taken — executions in flight
 // hold them for their whole length — it waits at most wait (minAcquire at
-// least) for one to come free, and gives idem.ErrInFlight then. Otherwise
-// the pool opens a connection, and that is bounded by timeout (0: by ctx
-// alone) like any statement: a slow dial is a slow database, not a key in
-// flight. On SQLite the connection's busy timeout becomes wait (at least a
-// millisecond), so that the claim waits for the one writer no longer than
-// the Store's wait; disconnect puts the DSN's back.
-func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration) (bun.Conn, error) {
+// least) for one to come free, and gives idem.ErrInFlight then; on SQLite,
+// whose one writer the executions take turns with anyway, it waits until
+// the claim's bound (wait and timeout together; a zero bound: ctx alone),
+// and gives idem.ErrUnavailable then: a key no one holds is not in
+// flight. Otherwise the pool opens a connection, and that is bounded by
+// timeout (0: by ctx alone) like any statement: a slow dial is a slow
+// database, not a key in flight. On SQLite the connection's busy timeout
+// becomes what the claim has left of its bound (at least a millisecond;
+// the DSN's, and at least the wait, when the bound is zero), so that the
+// claim waits for the one writer no longer; the claim puts the DSN's back
+// once it claimed, disconnect in any case.
+func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration, bound time.Time, held bool) (bun.Conn, error) {
 	acquireCtx, cancel := ctx, context.CancelFunc(func() {})
 	full := l.poolFull()
+	if held {
+		bound = time.Now().Add(wait) // SQLite: this process holds the key (see sqliteHolds)
+	}
+	sqliteWaits := l.sqlite && !held
 	switch {
+	case full && sqliteWaits && !bound.IsZero():
+		acquireCtx, cancel = context.WithDeadline(ctx, bound)
+	case full && sqliteWaits:
 	case full:
 		acquireCtx, cancel = context.WithTimeout(ctx, max(wait, minAcquire))
 	case timeout > 0:
@@ -44,6 +72,9 @@ func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration) (bun.C
 	conn, err := l.db.Conn(acquireCtx)
 	if err != nil {
 		if full && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			if sqliteWaits {
+				return bun.Conn{}, fmt.Errorf("%w: sqllayer: no connection of the pool came free within the wait and the SQL timeout: %w", idem.ErrUnavailable, err)
+			}
 			return bun.Conn{}, fmt.Errorf("%w: sqllayer: no connection of the pool came free within the wait: %w", idem.ErrInFlight, err)
 		}
 		return bun.Conn{}, err
@@ -52,7 +83,11 @@ func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration) (bun.C
 		var old int64
 		err := conn.QueryRowContext(ctx, sqliteBusy).Scan(&old)
 		if err == nil {
-			_, err = conn.ExecContext(ctx, sqliteBusy+" = "+strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
+			busy := max(old, wait.Milliseconds())
+			if !bound.IsZero() {
+				busy = time.Until(bound).Milliseconds()
+			}
+			_, err = conn.ExecContext(ctx, sqliteBusy+" = "+strconv.FormatInt(max(busy, 1), 10))
 		}
 		if err != nil {
 			_ = conn.Close()
@@ -74,28 +109,33 @@ func (l *Layer) poolFull() bool {
 const resetTimeout = 5 * time.Second
 
 // disconnect returns an atomic execution's connection to the pool, with
-// the settings the claim changed put back: SQLite's busy timeout, the
-// session's innodb_lock_wait_timeout on MySQL and MariaDB (the server's
-// global value again, so that a later statement on the connection waits
-// as every other does). A connection whose setting cannot be put back is
-// not reused.
-func (l *Layer) disconnect(conn bun.Conn) {
+// what the claim changed put back: SQLite's busy timeout and commit hook;
+// on MySQL and MariaDB the session's autocommit (and MySQL's lock wait) as
+// they were before the claim. A connection whose settings cannot be put
+// back is not reused, nor a MySQL one whose transaction may still be open.
+func (l *Layer) disconnect(s *session) {
+	if s.release != nil {
+		s.release()
+	}
 	var reset string
 	switch {
 	case l.sqlite:
+		s.guard.remove()
 		reset = sqliteBusy + " = " + strconv.FormatInt(l.busy.Load(), 10)
-	case l.dialect == dialect.MySQL:
-		reset = "SET SESSION innodb_lock_wait_timeout = DEFAULT"
+	case s.mysql && !s.ended:
+		_ = s.conn.Raw(func(any) error { return driver.ErrBadConn })
+	case s.mysql:
+		reset = mysqlRestoreSession(s.maria)
 	}
 	if reset != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
-		_, err := conn.ExecContext(ctx, reset)
+		_, err := s.conn.ExecContext(ctx, reset)
 		cancel()
 		if err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			_ = s.conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}
-	_ = conn.Close()
+	_ = s.conn.Close()
 }
 
 // lockWait reports an error that says a lock wait ran out: Postgres's

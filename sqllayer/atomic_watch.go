@@ -101,19 +101,24 @@ func beginBounded(ctx context.Context, end context.CancelCauseFunc, conn bun.Con
 
 // rollback rolls tx back, ROLLBACK bounded by timeout (0: by its context
 // alone): past it, the transaction's context ends (end), and the driver
-// gives up the connection. Then end ends the context in any case.
-func rollback(tx bun.Tx, end context.CancelCauseFunc, timeout time.Duration) {
+// gives up the connection. Then end ends the context in any case. It
+// returns ROLLBACK's error: the transaction may still be open then.
+func rollback(tx bun.Tx, end context.CancelCauseFunc, timeout time.Duration) error {
 	if timeout > 0 {
 		bound := time.AfterFunc(timeout, func() { end(errBound) })
 		defer bound.Stop()
 	}
-	_ = tx.Rollback()
+	err := tx.Rollback()
 	end(nil)
+	return err
 }
 
 // commit commits the transaction, COMMIT bounded by the timeout. An error
 // leaves its outcome unknown.
 func (a *atomicTx) commit() error {
+	if g := a.session.guard; g != nil {
+		g.ours.Store(true)
+	}
 	if a.timeout <= 0 {
 		return a.tx.Commit()
 	}

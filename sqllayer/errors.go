@@ -55,7 +55,7 @@ func (l *Layer) wrap(op string, err error) error {
 // wrapOn is wrap for an operation on the given tables, which the advice of
 // a configuration error names.
 func (l *Layer) wrapOn(op string, tables []string, err error) error {
-	if err == nil || errors.Is(err, idem.ErrUnavailable) || errors.Is(err, ErrConflict) || errors.Is(err, idem.ErrConfig) ||
+	if err == nil || errors.Is(err, idem.ErrUnavailable) || errors.Is(err, ErrConflict) || errors.Is(err, idem.ErrConfig) || errors.Is(err, idem.ErrInFlight) ||
 		errors.Is(err, idem.ErrTooLarge) || errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, idem.ErrInvalidKey) {
 		return err
 	}

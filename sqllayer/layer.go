@@ -67,6 +67,15 @@ type Layer struct {
 	// busy is the busy timeout of the SQLite DSN, in milliseconds, as an
 	// atomic execution's connection had it (see connect).
 	busy atomic.Int64
+	// maria is what the MySQL server is, asked once: 0 not yet known, 1
+	// MariaDB, 2 MySQL (see isMariaDB).
+	maria atomic.Int32
+	// file is the SQLite database's file, a string once known ("" in
+	// memory; see sqliteFile).
+	file atomic.Value
+	// mysqlBound holds MariaDB's claim statements bounded by each whole
+	// second of lock wait (see mysqlClaim).
+	mysqlBound mysqlClaims
 	// servers holds the server's session id of the pool's connections, by
 	// driver connection, for the watch of atomic executions (see
 	// serverID); serverCount counts its entries.

@@ -37,6 +37,13 @@ func (c *claim) args(token string, old []byte) []any {
 	return a
 }
 
+// argsBounded returns the arguments of a Postgres claim for token that
+// bounds its wait for a lock on the key: ?0…?6 as args, ?7 the
+// lock_timeout (see pgLockBound).
+func (c *claim) argsBounded(token, lockTimeout string) []any {
+	return []any{c.digest, c.scope, c.client, c.fp, bin(token), c.lease, c.expiry, lockTimeout}
+}
+
 // owner returns the record a successful claim hands its caller. The row
 // was written with an expiry of c.expiry from the database's clock during
 // the statement, so that is what it has left, less the clock's resolution.
@@ -125,7 +132,7 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 			switch {
 			case l.dialect == dialect.PG && l.order == OrderOneRoundTrip:
 				// Claim, or read the claim that beat this one, in one statement.
-				found, err = queryOne(ctx, q, l.st.claimOrRead, c.args(token, nil), r.dest()...)
+				found, err = queryOne(ctx, q, l.st.claimOrRead, c.argsBounded(token, pgLockBound(ctx)), r.dest()...)
 				if err == nil && found && r.claimed {
 					record, ok = c.owner(token, r.leaseUntil.t, r.expiresAt.t, l.resolution), true
 				}
@@ -135,9 +142,15 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 					found, err = l.readRow(ctx, q, c.digest, &r)
 				}
 			case l.dialect == dialect.MySQL:
-				record, ok, err = l.insertMySQL(ctx, q, c, token)
+				var stmt string
+				if stmt, err = l.mysqlClaim(ctx); err == nil {
+					record, ok, err = l.insertMySQLIn(ctx, q, stmt, c, token)
+				}
 			default:
 				record, ok, err = l.insertReturning(ctx, q, c, token)
+			}
+			if err != nil && !l.sqlite && lockWait(err, l.dialect) {
+				return idem.Record{}, false, fmt.Errorf("%w: sqllayer: the key's claim is held by a transaction still open (an atomic execution's): %w", idem.ErrInFlight, err)
 			}
 			if round == 0 && err == nil {
 				l.seen.Learn(!ok)
@@ -192,7 +205,13 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 // insertMySQL claims a free key with a plain INSERT. ok is false when the key
 // is taken (error 1062).
 func (l *Layer) insertMySQL(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
-	res, err := q.ExecContext(ctx, l.st.insert, c.args(token, nil)...)
+	return l.insertMySQLIn(ctx, q, l.st.insert, c, token)
+}
+
+// insertMySQLIn is insertMySQL with the statement query, the insert as an
+// atomic claim sends it.
+func (l *Layer) insertMySQLIn(ctx context.Context, q querier, query string, c *claim, token string) (idem.Record, bool, error) {
+	res, err := q.ExecContext(ctx, query, c.args(token, nil)...)
 	if err != nil {
 		if classify(err, l.dialect) == kindUnique {
 			return idem.Record{}, false, nil
@@ -219,8 +238,14 @@ func (l *Layer) mysqlOwner(lastInsertID func() (int64, error), c *claim, token s
 // insertReturning claims a free key with INSERT … ON CONFLICT DO NOTHING
 // RETURNING (Postgres, SQLite). ok is false when the key is taken.
 func (l *Layer) insertReturning(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
+	var args []any
+	if l.dialect == dialect.PG {
+		args = c.argsBounded(token, pgLockBound(ctx))
+	} else {
+		args = c.args(token, nil)
+	}
 	lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
-	found, err := queryOne(ctx, q, l.st.insert, c.args(token, nil), &lease, &expires)
+	found, err := queryOne(ctx, q, l.st.insert, args, &lease, &expires)
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}
@@ -231,11 +256,17 @@ func (l *Layer) insertReturning(ctx context.Context, q querier, c *claim, token 
 // still finds it expired or lapsed. ok is false when another caller changed
 // it first.
 func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string, old []byte) (idem.Record, bool, error) {
+	return l.takeoverWith(ctx, q, l.st.takeover, c, token, old)
+}
+
+// takeoverWith is takeover with the statement query, the takeover as an
+// atomic claim sends it.
+func (l *Layer) takeoverWith(ctx context.Context, q querier, query string, c *claim, token string, old []byte) (idem.Record, bool, error) {
 	if old == nil {
 		old = []byte{}
 	}
 	if l.dialect == dialect.MySQL {
-		res, err := q.ExecContext(ctx, l.st.takeover, c.args(token, old)...)
+		res, err := q.ExecContext(ctx, query, c.args(token, old)...)
 		if err != nil {
 			return idem.Record{}, false, err
 		}
@@ -245,7 +276,7 @@ func (l *Layer) takeover(ctx context.Context, q querier, c *claim, token string,
 		return l.mysqlOwner(res.LastInsertId, c, token)
 	}
 	lease, expires := l.newRow().leaseUntil, l.newRow().expiresAt
-	found, err := queryOne(ctx, q, l.st.takeover, c.args(token, old), &lease, &expires)
+	found, err := queryOne(ctx, q, query, c.args(token, old), &lease, &expires)
 	if err != nil || !found {
 		return idem.Record{}, false, err
 	}

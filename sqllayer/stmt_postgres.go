@@ -22,12 +22,18 @@ package sqllayer
 // a concurrent claim that then committed, the second branch reads with the
 // snapshot taken before that wait and finds nothing: the caller then reads
 // in a new statement.
-const pgClaimOrRead = `WITH c AS (SELECT clock_timestamp() AS now),
+//
+// Both claims (this one and insert) bound their wait for a lock on the key
+// — an atomic execution's claim, uncommitted in its open transaction — to
+// ?7 (lock_timeout, for the statement's own transaction: the layer sends
+// them outside any), so that the claim learns the key is held before its
+// SQL timeout cuts it off (see lockwait).
+const pgClaimOrRead = `WITH c AS (SELECT clock_timestamp() AS now, set_config('lock_timeout', ?7::text, true) AS bound),
 ins AS (
 	INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 	SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
 		c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
-	FROM c
+	FROM c WHERE c.bound IS NOT NULL
 	ON CONFLICT (key_digest) DO NOTHING
 	RETURNING lease_until, expires_at
 )
@@ -50,23 +56,38 @@ var pgStmts = stmts{
 	insert: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
 SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
 	c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
-FROM (SELECT clock_timestamp() AS now) c
+FROM (SELECT clock_timestamp() AS now, set_config('lock_timeout', ?7::text, true) AS bound) c
+WHERE c.bound IS NOT NULL
 ON CONFLICT (key_digest) DO NOTHING
 RETURNING lease_until, expires_at`,
 
-	// The claim of an atomic execution, in its transaction: the insert's
-	// row source first sets the transaction's lock_timeout to ?7 (the
-	// Store's wait), so that the insert waits that long at most for a
-	// concurrent claim whose transaction is still open, in the same round
-	// trip. set_config is volatile: Postgres evaluates it, before the
-	// insert, even where its column is not used; the WHERE uses it anyway.
-	atomicInsert: `INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
-SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
-	c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
-FROM (SELECT clock_timestamp() AS now, set_config('lock_timeout', ?7::text, true) AS lock_timeout) c
-WHERE c.lock_timeout IS NOT NULL
-ON CONFLICT (key_digest) DO NOTHING
-RETURNING lease_until, expires_at`,
+	// The claim of an atomic execution, in its transaction. Its row source
+	// c first reads the transaction's lock_timeout (o, a subquery of its
+	// own, so read before it changes), then sets it to ?7 (the Store's
+	// wait), so that the insert waits that long at most for a concurrent
+	// claim whose transaction is still open. Once the insert is done, the
+	// statement puts the old value back when it claimed the key: the bound
+	// is the claim's, and the function's statements wait for their locks
+	// as they would without it, in the same round trip. When the key is
+	// taken, the bound stays for the takeover that may follow, and the
+	// layer puts the old value (the third column) back itself after one.
+	// set_config is volatile: Postgres evaluates c once, before the insert,
+	// and the CASE after it. One row always: lease_until is NULL when the
+	// key was taken.
+	atomicInsert: `WITH c AS (
+	SELECT o.old, clock_timestamp() AS now, set_config('lock_timeout', ?7::text, true) AS bound
+	FROM (SELECT current_setting('lock_timeout') AS old OFFSET 0) o
+), ins AS (
+	INSERT INTO {R} (key_digest, scope, client_key, fingerprint, state, token, lease_until, created_at, expires_at)
+	SELECT ?0::bytea, ?1::text, ?2::text, ?3::bytea, 1, ?4::bytea,
+		c.now + ?5::bigint * interval '1 microsecond', c.now, c.now + ?6::bigint * interval '1 microsecond'
+	FROM c WHERE c.bound IS NOT NULL
+	ON CONFLICT (key_digest) DO NOTHING
+	RETURNING lease_until, expires_at
+)
+SELECT ins.lease_until, ins.expires_at,
+	CASE WHEN ins.lease_until IS NULL THEN c.old ELSE set_config('lock_timeout', c.old, true) END
+FROM c LEFT JOIN ins ON true`,
 
 	// The record and the server's clock, from which readRow derives its
 	// verdicts: a plain primary-key read, as cheap as a read can be.

@@ -29,7 +29,13 @@ func (c *call) askSQL(first *tierAnswer) (o outcome, done bool) {
 			a = c.reserveSQL(time.Now())
 		}
 		rec, claimed, err, sent := a.rec, a.claimed, a.err, a.sent
-		if err != nil {
+		// ErrInFlight from the layer: an open transaction holds the key
+		// (an atomic execution's claim, not yet committed): wait for it as
+		// for an owner in progress.
+		held := err != nil && errors.Is(err, idem.ErrInFlight)
+		switch {
+		case held:
+		case err != nil:
 			if s.stopped(c.ctx) {
 				c.releaseRedis()
 				return outcome{err: idem.ErrClosed}, true
@@ -51,18 +57,15 @@ func (c *call) askSQL(first *tierAnswer) (o outcome, done bool) {
 				err = fmt.Errorf("%w: sql: %w", idem.ErrUnavailable, err)
 			}
 			return outcome{err: err}, true
-		}
-		if claimed {
+		case claimed:
 			c.sqlToken, c.sqlSent, c.sqlTookOver = rec.Token, sent, rec.TookOver
 			c.observe(idem.EventClaimed, idem.TierSQL, 0, nil)
 			return outcome{}, false
-		}
-		if rec.Fingerprint != c.fp() {
+		case rec.Fingerprint != c.fp():
 			c.releaseRedis()
 			c.observe(idem.EventMismatch, idem.TierSQL, 0, nil)
 			return outcome{result: Result{Tier: idem.TierSQL}, err: idem.ErrMismatch}, true
-		}
-		if rec.Completed() {
+		case rec.Completed():
 			c.backfill(rec, sent)
 			return c.replay(rec, idem.TierSQL, sent, waited), true
 		}

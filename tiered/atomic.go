@@ -26,7 +26,12 @@ import (
 //     claim waits on the unique index for the owner's transaction, at most
 //     the Store's wait (the database's lock timeout), then replays the
 //     committed result, or runs (the owner rolled back), or gets
-//     idem.ErrInFlight. No polling.
+//     idem.ErrInFlight (on SQLite, unless an execution of this process
+//     holds the key, idem.ErrUnavailable after the wait and the SQL
+//     timeout: the one writer's lock does not say whose key it holds).
+//     No polling. A standard-mode duplicate (a Store of the
+//     other mode on the table) waits likewise, bounded by its own wait,
+//     and replays (askSQL).
 //   - The commit's outcome unknown (the connection lost during COMMIT): the
 //     Store reads the record back before anyone is answered, as for a
 //     completion in fn's own transaction.

@@ -27,54 +27,6 @@ func poolOf(t *testing.T, st *stacktest.Stack, n int) (*sqllayer.Layer, *bun.DB)
 	return l, db
 }
 
-// On MySQL and MariaDB the claim's lock wait is a session setting of the
-// connection: once the execution ends, the connection goes back to the
-// pool with the server's value, and a later plain statement on it waits as
-// every other does.
-func TestAtomicMySQLLockWaitRestored(t *testing.T) {
-	st := stacktest.On(t, "mysql", testenv.MiniRedis(t), testenv.MySQL(t))
-	l, db := poolOf(t, st, 2) // the fewest the atomic mode runs on: each is read after
-	s := newStore(t, tiered.WithSQL(l), tiered.WithAtomic(true), tiered.WithWait(3*time.Second))
-	var global int64
-	if err := db.QueryRowContext(t.Context(), "SELECT @@GLOBAL.innodb_lock_wait_timeout").Scan(&global); err != nil {
-		t.Fatal(err)
-	}
-	if global == 3 {
-		t.Fatal("the server's lock wait is the Store's: the test cannot tell them apart")
-	}
-	for _, fail := range []bool{false, true} {
-		var during int64
-		_, err := s.Do(t.Context(), newKey(t), "fp", func(ctx context.Context) ([]byte, error) {
-			tx, _ := sqllayer.TxFrom(ctx)
-			if err := tx.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&during); err != nil {
-				return nil, err
-			}
-			if fail {
-				return nil, errDeclined
-			}
-			return []byte("ok"), nil
-		})
-		if fail != errors.Is(err, errDeclined) || (!fail && err != nil) {
-			t.Fatalf("fail=%v: Do: %v", fail, err)
-		}
-		if during != 3 {
-			t.Fatalf("fail=%v: the claim's session lock wait %d, want 3 (the Store's wait)", fail, during)
-		}
-		// Both connections at once: one of them is the execution's.
-		for i, conn := range []bun.Conn{must.Get(db.Conn(t.Context()))(t), must.Get(db.Conn(t.Context()))(t)} {
-			var after int64
-			err := conn.QueryRowContext(t.Context(), "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&after)
-			_ = conn.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if after != global {
-				t.Fatalf("fail=%v: a later statement on connection %d has lock wait %d, want the server's %d", fail, i, after, global)
-			}
-		}
-	}
-}
-
 // A pool whose connections all hold open transactions answers a new key
 // with idem.ErrInFlight once the wait is over; a connection that comes
 // free serves it.

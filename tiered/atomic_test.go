@@ -234,7 +234,10 @@ func TestAtomicEndings(t *testing.T) {
 
 // A duplicate on another Store while the owner's transaction is open waits
 // on the unique index: it replays what the owner committed, runs when the
-// owner rolled back, and gets ErrInFlight when the wait runs out.
+// owner rolled back, and gets ErrInFlight when the wait runs out (on
+// SQLite, where the writer's lock does not say whose key it holds, the
+// owner is an execution of this process: see
+// TestAtomicSQLiteWriterHeldElsewhere for one it does not know).
 func TestAtomicDuplicateWaitsForTheTransaction(t *testing.T) {
 	eachAtomicRig(t, func(t *testing.T, r *atomicRig) {
 		for _, tc := range []struct {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/lockwait"
 )
 
 // With both tiers, a new key used to pay a Redis round trip before its SQL
@@ -58,7 +59,9 @@ func (c *call) reserveSQL(now time.Time) (a tierAnswer) {
 	s := c.s
 	a.sent = now
 	ctx, cancel := c.bounded(s.sqlBounds, boundSQLClaim, a.sent)
-	a.rec, a.claimed, a.err = s.sql.Reserve(ctx, c.key, c.fp(), s.cfg.lease, s.cfg.retention)
+	// A claim waits for a lock on the key (an atomic execution's open
+	// transaction holds it) no longer than the wait (see askSQL).
+	a.rec, a.claimed, a.err = s.sql.Reserve(lockwait.With(ctx, c.deadline()), c.key, c.fp(), s.cfg.lease, s.cfg.retention)
 	cancel()
 	c.tierCall(idem.TierSQL, a.sent, a.err)
 	return a
