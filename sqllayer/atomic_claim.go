@@ -102,7 +102,7 @@ func (l *Layer) claimOnce(ctx context.Context, c *claim, until, bound time.Time,
 	// The connection is taken under the claim's bound (a pool whose
 	// connections all wait for open transactions waits no longer); the
 	// transaction lives in ctx.
-	held := l.sqlite && l.sqliteHeld(c.digest)
+	held := l.sqlite && l.sqliteHeld(c.digest) || !l.sqlite && l.poolFull() && l.heldHere(c.key)
 	conn, err := l.connect(ctx, wait, step, bound, held)
 	if err != nil {
 		return nil, idem.Record{}, 0, err

@@ -40,12 +40,14 @@ type session struct {
 
 // connect takes a connection of the pool for an atomic execution. When
 // the pool has a limit and every connection is taken — executions in flight
-// hold them for their whole length — it waits at most wait (minAcquire at
-// least) for one to come free, and gives idem.ErrInFlight then; on SQLite,
-// whose one writer the executions take turns with anyway, it waits until
-// the claim's bound (wait and timeout together; a zero bound: ctx alone),
-// and gives idem.ErrUnavailable then: a key no one holds is not in
-// flight. Otherwise the pool opens a connection, and that is bounded by
+// hold them for their whole length — a claim whose key an execution of this
+// process holds (held: on this layer, or on SQLite on its file) waits at
+// most wait (minAcquire at least) for one to come free, and gives
+// idem.ErrInFlight then; any other waits until the claim's bound (wait
+// and timeout together; a zero bound: ctx alone on SQLite, else the
+// wait), and gives idem.ErrUnavailable then: a key no one holds is not in
+// flight, and a pool too small for the executions in flight is a database
+// that cannot decide now. Otherwise the pool opens a connection, and that is bounded by
 // timeout (0: by ctx alone) like any statement: a slow dial is a slow
 // database, not a key in flight. On SQLite the connection's busy timeout
 // becomes what the claim has left of its bound (at least a millisecond;
@@ -58,11 +60,11 @@ func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration, bound 
 	if held {
 		bound = time.Now().Add(wait) // SQLite: this process holds the key (see sqliteHolds)
 	}
-	sqliteWaits := l.sqlite && !held
+	waits := !held // for the claim's bound: no one here holds the key
 	switch {
-	case full && sqliteWaits && !bound.IsZero():
+	case full && waits && !bound.IsZero():
 		acquireCtx, cancel = context.WithDeadline(ctx, bound)
-	case full && sqliteWaits:
+	case full && waits && l.sqlite:
 	case full:
 		acquireCtx, cancel = context.WithTimeout(ctx, max(wait, minAcquire))
 	case timeout > 0:
@@ -72,7 +74,7 @@ func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration, bound 
 	conn, err := l.db.Conn(acquireCtx)
 	if err != nil {
 		if full && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			if sqliteWaits {
+			if waits {
 				return bun.Conn{}, fmt.Errorf("%w: sqllayer: no connection of the pool came free within the wait and the SQL timeout: %w", idem.ErrUnavailable, err)
 			}
 			return bun.Conn{}, fmt.Errorf("%w: sqllayer: no connection of the pool came free within the wait: %w", idem.ErrInFlight, err)
@@ -96,6 +98,18 @@ func (l *Layer) connect(ctx context.Context, wait, timeout time.Duration, bound 
 		l.busy.Store(old)
 	}
 	return conn, nil
+}
+
+// heldHere reports whether an atomic execution of this layer holds key in
+// its open transaction: it looks only when the pool is full, through the
+// executions running now.
+func (l *Layer) heldHere(key idem.Key) bool {
+	held := false
+	l.atomics.Range(func(_, v any) bool {
+		held = v.(*atomicTx).key.Equal(key)
+		return !held
+	})
+	return held
 }
 
 // poolFull reports a pool with a limit whose connections are all in use.

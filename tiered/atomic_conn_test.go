@@ -37,22 +37,34 @@ func TestAtomicPoolFull(t *testing.T) {
 		}
 		st := stacktest.On(t, sq.Kind, testenv.MiniRedis(t), sq)
 		l, _ := poolOf(t, st, 2)
-		s := newStore(t, tiered.WithSQL(l), tiered.WithAtomic(true), tiered.WithWait(1500*time.Millisecond))
+		opts := []tiered.Option{tiered.WithSQL(l), tiered.WithAtomic(true), tiered.WithWait(500 * time.Millisecond),
+			tiered.WithTimeouts(time.Second, time.Second)}
+		s := newStore(t, opts...)
 		release := make(chan struct{})
 		var owners []<-chan answered
-		for range 2 {
+		held := newKey(t)
+		for _, k := range []idem.Key{held, newKey(t)} {
 			started := make(chan struct{})
-			owners = append(owners, doOn(t.Context(), s, newKey(t), func(context.Context) ([]byte, error) {
+			owners = append(owners, doOn(t.Context(), s, k, func(context.Context) ([]byte, error) {
 				close(started)
 				<-release
 				return []byte("held"), nil
 			}))
 			<-started
 		}
+		// A key no one holds is not in flight: the pool is too small for
+		// the executions it serves, and the database cannot decide now.
 		key := newKey(t)
 		_, err := s.Do(t.Context(), key, "fp", func(context.Context) ([]byte, error) { return []byte("third"), nil })
+		if !errors.Is(err, idem.ErrUnavailable) || errors.Is(err, idem.ErrInFlight) {
+			t.Fatalf("a new key with every connection held: %v, want ErrUnavailable", err)
+		}
+		// A duplicate (through another Store on the same layer, which
+		// shares no flight with the first) of a key an execution holds is.
+		other := newStore(t, opts...)
+		_, err = other.Do(t.Context(), held, "fp", func(context.Context) ([]byte, error) { return []byte("again"), nil })
 		if !errors.Is(err, idem.ErrInFlight) {
-			t.Fatalf("a new key with every connection held: %v, want ErrInFlight", err)
+			t.Fatalf("a held key with every connection held: %v, want ErrInFlight", err)
 		}
 		close(release)
 		for _, o := range owners {
