@@ -3,6 +3,7 @@ package idemwatermill
 import (
 	"bytes"
 	"maps"
+	"os"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -146,4 +147,27 @@ func FuzzCodec(f *testing.F) {
 		// panic.
 		_, _ = decode(append(bytes.Clone(magic), payload...))
 	})
+}
+
+// goldenRecord is a record of the byte-exact form, kept in testdata: the
+// form is a stored format (records outlive a release), and readers outside
+// this module (the idem command's get) decode the same file, so a change
+// to the form fails here first.
+const goldenRecord = "testdata/record-v2.bin"
+
+func TestCodecGoldenRecord(t *testing.T) {
+	got, err := encode([]*message.Message{
+		msg("u-1", []byte(`{"charged":100}`), "name\xc3", "v", "trace", "\xff\xfe\x00\x01"),
+		msg("u-2", []byte{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(goldenRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the record's form changed: encode gives %q, %s holds %q; a stored format changes with a new magic, and its readers with it", got, goldenRecord, want)
+	}
 }
