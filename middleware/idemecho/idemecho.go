@@ -23,7 +23,9 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) (echo.Middleware
 		return func(c echo.Context) error {
 			// The core sees the request; WithScope's function reads
 			// Echo's context (c.Get) through it.
-			c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), echoKey{}, c)))
+			if h.Guards(c.Request().Method) { // a request passed through untouched needs none of it
+				c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), echoKey{}, c)))
+			}
 			res, req := c.Response(), c.Request()
 			var err error
 			h.Serve(res, req, func(w http.ResponseWriter, r *http.Request) {

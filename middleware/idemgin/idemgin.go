@@ -21,8 +21,11 @@ func Middleware(store *tiered.Store, opts ...middleware.Option) (gin.HandlerFunc
 	}
 	return func(c *gin.Context) {
 		// The core sees the request; WithScope's function reads gin's
-		// context (c.Get) through it.
-		c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), ginKey{}, c))
+		// context (c.Get) through it. A request the core passes through
+		// untouched needs none of it.
+		if h.Guards(c.Request.Method) {
+			c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), ginKey{}, c))
+		}
 		orig, origReq := c.Writer, c.Request
 		// Gin's handler loop goes on with the handler after the one that
 		// last ran unless the chain is aborted. So unless the core passed

@@ -3,6 +3,7 @@ package idemgin_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -48,5 +49,27 @@ func TestScopeFromGinContext(t *testing.T) {
 	}
 	if _, err := idemgin.Middleware(behaviour.MemoryStore(t)); err == nil || !strings.Contains(err.Error(), "WithSingleTenant") {
 		t.Fatalf("no scope: %v, want a refusal naming WithSingleTenant", err)
+	}
+}
+
+// A request the core passes through untouched (an unguarded method) costs
+// no more than the adapter's own hand-on (its two closures): the scope's
+// way to gin's context, a copy of the request, is made for guarded
+// requests only.
+func TestPassThroughAllocatesNothingMore(t *testing.T) {
+	route := func(r *gin.Engine) *gin.Engine {
+		r.GET("/payments", func(c *gin.Context) { c.Status(http.StatusOK) })
+		return r
+	}
+	bare := route(gin.New())
+	guarded := gin.New()
+	guarded.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithScope(idemgin.ScopeFromContext("account"))))(t))
+	route(guarded)
+	allocs := func(h http.Handler) float64 {
+		req := httptest.NewRequest(http.MethodGet, "/payments", nil)
+		return testing.AllocsPerRun(100, func() { h.ServeHTTP(httptest.NewRecorder(), req) })
+	}
+	if a, b := allocs(bare), allocs(guarded); b > a+2 {
+		t.Fatalf("a GET through the middleware allocates %v times, %v without it", b, a)
 	}
 }
