@@ -20,7 +20,7 @@ func deps(t *testing.T, pkg string) []string {
 // integration reports whether pkg is in one of the integration modules,
 // which the go command sees from here only through the workspace.
 func integration(pkg string) bool {
-	for _, m := range []string{"/middleware/idemgin", "/middleware/idemecho", "/idemprom", "/idemotel", "/idemgrpc", "/idemwatermill"} {
+	for _, m := range []string{"/middleware/idemgin", "/middleware/idemecho", "/idemprom", "/idemotel", "/idemgrpc", "/idemwatermill", "/idempgx"} {
 		if strings.HasSuffix(pkg, m) {
 			return true
 		}
@@ -114,6 +114,8 @@ func TestImportRules(t *testing.T) {
 		{mod + "/idemotel", but(otel)},
 		{mod + "/idemgrpc", but(grpc)},
 		{mod + "/idemwatermill", heavy},
+		// The pgx module links pgx and no other SQL driver.
+		{mod + "/idempgx", with("github.com/go-sql-driver/", "modernc.org/sqlite", "github.com/lib/pq", "github.com/mattn/")},
 		// The kit runs in users' tests: the standard library and the core
 		// packages it needs, no third-party module (no framework, no
 		// client, no driver) and no test rig that opens services.

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,8 +63,15 @@ func BenchmarkPayment(b *testing.B) {
 	insert := "INSERT INTO " + charges + " (id, amount) VALUES (?, 4200)"
 	claim := "INSERT INTO " + claims + " (id, token) VALUES (?, ?) ON CONFLICT (id) DO NOTHING"
 	complete := "UPDATE " + claims + " SET result = ? WHERE id = ? AND token = ?"
-	charge := func(ctx context.Context, tx bun.Tx, id string) error {
-		_, err := tx.ExecContext(ctx, insert, id)
+	// The atomic execution's transaction is a *sql.Tx, which takes the
+	// driver's own placeholders; a bun.Tx formats ? itself.
+	insertPG := strings.Replace(insert, "?", "$1", 1)
+	charge := func(ctx context.Context, tx sqllayer.Tx, id string) error {
+		q := insert
+		if _, plain := tx.(*sql.Tx); plain {
+			q = insertPG
+		}
+		_, err := tx.ExecContext(ctx, q, id)
 		return err
 	}
 	atomicWork := func(id string) tiered.Func {

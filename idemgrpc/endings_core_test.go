@@ -1,12 +1,12 @@
 package idemgrpc_test
 
 import (
-	"github.com/uptrace/bun"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idem"
+	"github.com/uptrace/bun"
 )
 
 func init() {
@@ -33,7 +33,7 @@ func init() {
 			first: func(r *endingRun) (*structpb.Struct, error) {
 				r.meta("/A", "A")
 				var second error
-				err := r.tx(func(tx bun.Tx) error {
+				err := r.tx(func(tx bun.IConn) error {
 					if err := r.complete(tx, resp("A")); err != nil {
 						return err
 					}

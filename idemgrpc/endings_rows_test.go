@@ -32,7 +32,7 @@ func (r *endingRun) meta(location, receipt string) {
 // first) in a transaction that commits, then ends as then says.
 func (r *endingRun) commitThen(then func() (*structpb.Struct, error)) (*structpb.Struct, error) {
 	r.meta("/A", "A")
-	if err := r.tx(func(tx bun.Tx) error { return r.complete(tx, resp("A")) }); err != nil {
+	if err := r.tx(func(tx bun.IConn) error { return r.complete(tx, resp("A")) }); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	return then()
@@ -185,7 +185,7 @@ var endings = []ending{
 		name: "rolls back before completing",
 		inTx: true,
 		first: func(r *endingRun) (*structpb.Struct, error) {
-			err := r.tx(func(bun.Tx) error { return errDeclined })
+			err := r.tx(func(bun.IConn) error { return errDeclined })
 			return nil, status.Error(codes.Unavailable, err.Error())
 		},
 		firstCode: codes.Unavailable, firstMsg: errDeclined.Error(),
@@ -196,7 +196,7 @@ var endings = []ending{
 		name: "rolls back after completing",
 		inTx: true,
 		first: func(r *endingRun) (*structpb.Struct, error) {
-			err := r.tx(func(tx bun.Tx) error {
+			err := r.tx(func(tx bun.IConn) error {
 				if err := r.complete(tx, resp("A")); err != nil {
 					return err
 				}
@@ -212,7 +212,7 @@ var endings = []ending{
 		name: "rolls back after completing and returns the message",
 		inTx: true,
 		first: func(r *endingRun) (*structpb.Struct, error) {
-			_ = r.tx(func(tx bun.Tx) error {
+			_ = r.tx(func(tx bun.IConn) error {
 				if err := r.complete(tx, resp("A")); err != nil {
 					return err
 				}
@@ -228,9 +228,9 @@ var endings = []ending{
 		name: "its COMMIT fails",
 		inTx: true,
 		first: func(r *endingRun) (*structpb.Struct, error) {
-			err := r.tx(func(tx bun.Tx) error {
+			err := r.tx(func(tx bun.IConn) error {
 				// A link to no parent: refused at COMMIT.
-				if _, err := tx.ExecContext(r.ctx, "INSERT INTO "+r.s.links+" (id, parent) VALUES (?, ?)", r.id, 404); err != nil {
+				if _, err := r.s.db.NewRaw("INSERT INTO "+r.s.links+" (id, parent) VALUES (?, ?)", r.id, 404).Conn(tx).Exec(r.ctx); err != nil {
 					return err
 				}
 				if r.atomic {
@@ -255,7 +255,7 @@ var endings = []ending{
 		inTx: true,
 		first: func(r *endingRun) (*structpb.Struct, error) {
 			r.meta("/A", "A")
-			err := r.tx(func(tx bun.Tx) error {
+			err := r.tx(func(tx bun.IConn) error {
 				if err := r.complete(tx, resp("A")); err != nil {
 					return err
 				}

@@ -218,13 +218,13 @@ func resp(v string) *structpb.Struct {
 // In the atomic mode the transaction is the Store's (sqllayer.TxFrom): it
 // commits or rolls back as the handler ends, and fn's error is returned
 // for the handler to end with.
-func (r *endingRun) tx(fn func(tx bun.Tx) error) error {
+func (r *endingRun) tx(fn func(tx bun.IConn) error) error {
 	if r.atomic {
 		tx, ok := sqllayer.TxFrom(r.ctx)
 		if !ok {
 			return errors.New("no transaction on the atomic handler's context")
 		}
-		if _, err := tx.ExecContext(r.ctx, "INSERT INTO "+r.s.charges+" (id, amount) VALUES (?, ?)", r.id, 100); err != nil {
+		if _, err := r.s.db.NewRaw("INSERT INTO "+r.s.charges+" (id, amount) VALUES (?, ?)", r.id, 100).Conn(tx).Exec(r.ctx); err != nil {
 			return err
 		}
 		return fn(tx)
@@ -254,7 +254,7 @@ func (r *endingRun) tx(fn func(tx bun.Tx) error) error {
 }
 
 // complete completes the run's reservation with m in tx.
-func (r *endingRun) complete(tx bun.Tx, m *structpb.Struct) error {
+func (r *endingRun) complete(tx bun.IConn, m *structpb.Struct) error {
 	res, ok := idem.ReservationFrom(r.ctx)
 	if !ok {
 		return errors.New("no reservation")

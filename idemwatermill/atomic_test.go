@@ -35,7 +35,7 @@ func TestAtomicStore(t *testing.T) {
 				if !ok {
 					return nil, errors.New("no transaction on the message's context")
 				}
-				if _, err := tx.ExecContext(msg.Context(), "INSERT INTO "+lg.table+" (msg, consumer) VALUES (?, ?)", msg.UUID, "ship"); err != nil {
+				if _, err := lg.db.NewRaw("INSERT INTO "+lg.table+" (msg, consumer) VALUES (?, ?)", msg.UUID, "ship").Conn(tx).Exec(msg.Context()); err != nil {
 					return nil, err
 				}
 				if runs == 1 {
@@ -65,7 +65,7 @@ func TestAtomicStore(t *testing.T) {
 
 		_, err := wrap(t, a.store, func(msg *message.Message) ([]*message.Message, error) {
 			tx, _ := sqllayer.TxFrom(msg.Context())
-			if _, err := tx.ExecContext(msg.Context(), "INSERT INTO "+lg.table+" (msg, consumer) VALUES (?, ?)", msg.UUID, "ship"); err != nil {
+			if _, err := lg.db.NewRaw("INSERT INTO "+lg.table+" (msg, consumer) VALUES (?, ?)", msg.UUID, "ship").Conn(tx).Exec(msg.Context()); err != nil {
 				return nil, err
 			}
 			return nil, idemwatermill.Complete(msg.Context(), tx, a.sql)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/sqllayer"
@@ -29,7 +28,7 @@ import (
 // nacked (tiered.ErrNotCommitted), whatever the handler returns. Errors are
 // sqllayer.Layer.CompleteReservation's; idem.ErrConfig outside the
 // middleware.
-func Complete(ctx context.Context, tx bun.Tx, layer *sqllayer.Layer, produced ...*message.Message) error {
+func Complete(ctx context.Context, tx sqllayer.Tx, layer *sqllayer.Layer, produced ...*message.Message) error {
 	res, ok := idem.ReservationFrom(ctx)
 	if !ok {
 		return fmt.Errorf("%w: idemwatermill.Complete: no reservation on ctx: call it with the message's context inside a handler behind the middleware", idem.ErrConfig)

@@ -2,11 +2,14 @@ package middleware_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/idemkit/idem/internal/testkit/behaviour"
+	"github.com/idemkit/idem/internal/testkit/stacktest"
+	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/tiered"
 )
@@ -41,4 +44,30 @@ func TestReservationChi(t *testing.T) {
 		})
 		return r, nil
 	})
+}
+
+// The same rows with the handler's transaction a *sql.Tx, as sqlc's
+// database/sql mode, sqlx and gorm hold one: on pgx's stdlib driver, on
+// MariaDB and on SQLite.
+func TestReservationSQLTx(t *testing.T) {
+	each := func(t *testing.T, fn func(t *testing.T, st *stacktest.Stack)) {
+		t.Run("postgres", func(t *testing.T) {
+			fn(t, stacktest.On(t, "postgres", testenv.AnyRedis(t), testenv.Postgres(t)))
+		})
+		t.Run("mysql", func(t *testing.T) {
+			fn(t, stacktest.On(t, "mysql", testenv.AnyRedis(t), testenv.MySQL(t)))
+		})
+		t.Run("sqlite", func(t *testing.T) {
+			fn(t, stacktest.On(t, "sqlite", testenv.MiniRedis(t), testenv.SQLiteFile(t)))
+		})
+	}
+	behaviour.RunReservationWith(t, func(store *tiered.Store, serve behaviour.Serve) (http.Handler, error) {
+		mw, err := middleware.New(store, middleware.WithSingleTenant())
+		if err != nil {
+			return nil, err
+		}
+		return mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			serve(r.Context(), w, strings.TrimPrefix(r.URL.Path, "/charge/"))
+		})), nil
+	}, behaviour.SQLTx, each)
 }

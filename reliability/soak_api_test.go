@@ -269,7 +269,7 @@ func (a *api) chargeAtomic(ctx context.Context, exec, key, call string) error {
 	// for its context: the handler bounds its own, as the layer does.
 	ctx, cancel := context.WithTimeout(ctx, a.sqlTimeout)
 	defer cancel()
-	_, err := tx.ExecContext(ctx, "INSERT INTO "+a.ledger+" (exec, key, call) VALUES (?, ?, ?)", exec, key, call)
+	_, err := a.db.NewRaw("INSERT INTO "+a.ledger+" (exec, key, call) VALUES (?, ?, ?)", exec, key, call).Conn(tx).Exec(ctx)
 	return err
 }
 

@@ -218,7 +218,7 @@ func (r *lockRig) pay(rnd *rand.Rand, key idem.Key, standard bool, count func(st
 	// off is the user's business, not the Store's.
 	shrug, hold := rnd.IntN(2) == 0 && !standard, rnd.IntN(80) == 0
 	exec := testenv.Name("exec")
-	work := func(ctx context.Context, tx bun.IDB) ([]byte, error) {
+	work := func(ctx context.Context, tx sqllayer.Tx) ([]byte, error) {
 		if _, err := tx.ExecContext(ctx, "UPDATE "+r.accounts+" SET balance = balance - 1 WHERE id = ?", a); err != nil {
 			count("handler: " + errClass(err))
 			return nil, err

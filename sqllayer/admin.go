@@ -114,7 +114,7 @@ func (e Entry) LeaseLeft() time.Duration {
 func (e Entry) Age() time.Duration { return e.Now.Sub(e.CreatedAt) }
 
 // scanEntry reads the columns of entryColumns.
-func (a *Admin) scanEntry(rows *sql.Rows) (Entry, error) {
+func (a *Admin) scanEntry(rows Rows) (Entry, error) {
 	var (
 		e                    Entry
 		digest, fp, tok, res []byte
@@ -149,7 +149,7 @@ func (a *Admin) entries(ctx context.Context, op, query string, args ...any) ([]E
 	var out []Entry
 	err := a.l.retry(ctx, func() error {
 		out = out[:0]
-		rows, err := a.l.pool().QueryContext(ctx, query, args...)
+		rows, err := a.l.pool().query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -305,7 +305,7 @@ func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	err := a.l.retry(ctx, func() error {
 		s = Stats{Bytes: -1}
-		rows, err := a.l.pool().QueryContext(ctx, a.st.stats)
+		rows, err := a.l.pool().query(ctx, a.st.stats)
 		if err != nil {
 			return err
 		}

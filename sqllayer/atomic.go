@@ -2,6 +2,7 @@ package sqllayer
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -55,12 +56,31 @@ type atomicKey struct{}
 // commit with the claim and the completion, in one COMMIT, or not at all.
 // The Store commits and rolls back: do neither. ok is false outside an
 // atomic execution.
-func TxFrom(ctx context.Context) (tx bun.Tx, ok bool) {
+//
+// It is a *sql.Tx, whatever runs on it: sqlc's database/sql mode
+// (queries.WithTx(tx)), sqlx (tx is what a *sqlx.Tx holds) or bun, whose
+// queries take it through Conn (db.NewInsert().Conn(tx)…). A Store on a pgx
+// pool hands its function a pgx.Tx instead (package idempgx's TxFrom).
+func TxFrom(ctx context.Context) (tx *sql.Tx, ok bool) {
 	a, ok := ctx.Value(atomicKey{}).(*atomicTx)
 	if !ok || a == nil {
-		return bun.Tx{}, false
+		return nil, false
 	}
-	return a.tx, true
+	return a.tx.Tx, true
+}
+
+// RawFrom calls f with the driver's connection beneath the transaction of
+// the atomic execution ctx belongs to, as database/sql's Conn.Raw does: for
+// the modules that hand the work a driver's own transaction type (package
+// idempgx's TxFrom). The connection is the execution's until it ends; the
+// Store alone commits and rolls back. Outside an atomic execution it
+// returns an error wrapping idem.ErrConfig.
+func RawFrom(ctx context.Context, f func(driverConn any) error) error {
+	a, ok := ctx.Value(atomicKey{}).(*atomicTx)
+	if !ok || a == nil {
+		return fmt.Errorf("%w: sqllayer: not in an atomic execution: call RawFrom in the function a tiered.Store made WithAtomic runs", idem.ErrConfig)
+	}
+	return a.session.conn.Raw(f)
 }
 
 // RunAtomic runs one execution of key in a transaction of the layer's

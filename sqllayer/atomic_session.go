@@ -150,11 +150,11 @@ func (a *atomicTx) restoreLockBound(ctx context.Context, old *string) error {
 	var err error
 	switch {
 	case l.dialect == dialect.PG && old != nil:
-		_, err = a.q.ExecContext(ctx, "SELECT set_config('lock_timeout', '"+strings.ReplaceAll(*old, "'", "''")+"', true)")
+		_, err = a.q.exec(ctx, "SELECT set_config('lock_timeout', '"+strings.ReplaceAll(*old, "'", "''")+"', true)")
 	case l.dialect == dialect.MySQL && !a.session.maria:
-		_, err = a.q.ExecContext(ctx, mysqlRestoreLockWait)
+		_, err = a.q.exec(ctx, mysqlRestoreLockWait)
 	case l.sqlite:
-		_, err = a.q.ExecContext(ctx, sqliteBusy+" = "+strconv.FormatInt(l.busy.Load(), 10))
+		_, err = a.q.exec(ctx, sqliteBusy+" = "+strconv.FormatInt(l.busy.Load(), 10))
 	}
 	return err
 }

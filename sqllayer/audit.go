@@ -69,7 +69,7 @@ func (a *Admin) note(ctx context.Context, q querier, e AuditEntry) error {
 		scope, client = e.Key.Scope(), e.Key.ClientKey()
 	}
 	d := e.Key.Digest()
-	_, err := q.ExecContext(ctx, a.st.note, label(e.By), e.Action, e.Tier.String(), string(e.Outcome), d[:],
+	_, err := q.exec(ctx, a.st.note, label(e.By), e.Action, e.Tier.String(), string(e.Outcome), d[:],
 		label(scope), label(client), bin(e.Token), label(e.Reason))
 	return err
 }
@@ -86,7 +86,7 @@ func (a *Admin) Trail(ctx context.Context, key idem.Key, limit int) ([]AuditEntr
 	var out []AuditEntry
 	err := a.l.retry(ctx, func() error {
 		out = out[:0]
-		rows, err := a.l.pool().QueryContext(ctx, a.st.trail, d[:], limit)
+		rows, err := a.l.pool().query(ctx, a.st.trail, d[:], limit)
 		if err != nil {
 			return err
 		}

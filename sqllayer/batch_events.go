@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 )
 
@@ -47,7 +46,7 @@ const MaxEventBatch = 500
 // (UTF-8 text of 1 to 255 bytes); one invalid ID fails the call before
 // anything is sent, with an error that names its index. An empty eventIDs
 // returns an empty result.
-func (l *Layer) MarkProcessedBatch(ctx context.Context, tx bun.Tx, consumer string, eventIDs []string) (duplicates []bool, err error) {
+func (l *Layer) MarkProcessedBatch(ctx context.Context, tx Tx, consumer string, eventIDs []string) (duplicates []bool, err error) {
 	if err := checkID("consumer", consumer); err != nil {
 		return nil, err
 	}
@@ -88,7 +87,7 @@ func (l *Layer) MarkProcessedBatch(ctx context.Context, tx bun.Tx, consumer stri
 		}
 		dup, err := l.markMany(ctx, q, consumer, chunk)
 		if err != nil {
-			return nil, l.wrap("mark processed", err)
+			return nil, l.wrap("mark processed", txDone(err))
 		}
 		for j, i := range ids[:n] {
 			duplicates[i] = dup[j]
@@ -307,6 +306,6 @@ func (l *Layer) markManyMySQL(ctx context.Context, q querier, consumer string, i
 
 // execEvents runs the plain multi-row INSERT of the IDs idx (MySQL).
 func (l *Layer) execEvents(ctx context.Context, q querier, consumer string, ids []string, idx []int) error {
-	_, err := q.ExecContext(ctx, l.bst.mark.get(len(idx)), l.eventArgs(consumer, micros(l.eventTTL), ids, idx)...)
+	_, err := q.exec(ctx, l.bst.mark.get(len(idx)), l.eventArgs(consumer, micros(l.eventTTL), ids, idx)...)
 	return err
 }

@@ -272,7 +272,7 @@ func (l *Layer) insertKeys(ctx context.Context, cs []*claim, idx []int, tokens [
 	q := l.bst.claim.get(len(idx))
 	claimed := make(map[string]claimTimes, len(idx))
 	if l.dialect == dialect.MySQL {
-		if err := l.retry(ctx, func() error { _, err := l.pool().ExecContext(ctx, q, args...); return err }); err != nil {
+		if err := l.retry(ctx, func() error { _, err := l.pool().exec(ctx, q, args...); return err }); err != nil {
 			return nil, nil, err
 		}
 		rows, err := l.readKeys(ctx, cs, idx)
@@ -359,7 +359,7 @@ func (l *Layer) releaseOrphan(c *claim, out claimOut) {
 
 // queryEach runs a query and calls each for every row it returns.
 func queryEach(ctx context.Context, q querier, query string, args []any, each func(scan func(...any) error) error) error {
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := q.query(ctx, query, args...)
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ func (l *Layer) Check(ctx context.Context) error {
 
 // probe runs the query q of Check and reads its answer, which has no row.
 func (l *Layer) probe(ctx context.Context, q string) error {
-	rows, err := l.pool().QueryContext(ctx, q)
+	rows, err := l.pool().query(ctx, q)
 	if err != nil {
 		return err
 	}

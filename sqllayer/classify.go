@@ -158,6 +158,8 @@ func pgKind(code string) (kind, mistake) {
 		return kindConfig, badCredentials
 	case "42501": // insufficient_privilege
 		return kindConfig, noPrivilege
+	case "25P02": // in_failed_sql_transaction
+		return kindConfig, abortedTx
 	}
 	if len(code) == 5 {
 		switch code[:2] {

@@ -42,6 +42,7 @@ const (
 	deniedDatabase          // MySQL: the user may not use the database (or it does not exist)
 	noPrivilege             // the user lacks a privilege on a table
 	untrustedServer         // the server's TLS certificate failed verification
+	abortedTx               // the caller's transaction is aborted (Postgres: a statement in it failed)
 )
 
 // wrap translates err, from the operation op, into the error callers see:
@@ -108,6 +109,8 @@ func (l *Layer) advice(m mistake, tables []string) string {
 		return fmt.Sprintf("the DSN's user lacks a privilege on table %s: grant it SELECT, INSERT, UPDATE and DELETE on the layer's tables (and CREATE for Init)", which)
 	case untrustedServer:
 		return "the server's TLS certificate failed verification: check the DSN's TLS settings (CA, server name)"
+	case abortedTx:
+		return "the transaction is aborted (a statement in it failed): roll it back; run a statement that may fail, such as an insert that may hit a unique key, under sqllayer.Savepoint"
 	}
 	return "a mistake in the setup"
 }

@@ -63,7 +63,7 @@ func (l *Layer) InTx(ctx context.Context, consumer, eventID string, fn func(ctx 
 // retention runs again. It never
 // aborts tx on a duplicate, and it retries nothing inside tx: a deadlock
 // gives ErrConflict.
-func (l *Layer) MarkProcessed(ctx context.Context, tx bun.Tx, consumer, eventID string) (duplicate bool, err error) {
+func (l *Layer) MarkProcessed(ctx context.Context, tx Tx, consumer, eventID string) (duplicate bool, err error) {
 	if err := l.checkEvent(consumer, eventID); err != nil {
 		return false, err
 	}
@@ -72,7 +72,7 @@ func (l *Layer) MarkProcessed(ctx context.Context, tx bun.Tx, consumer, eventID 
 		return false, err
 	}
 	dup, err := l.markProcessed(ctx, q, consumer, eventID)
-	return dup, l.wrap("mark processed", err)
+	return dup, l.wrap("mark processed", txDone(err))
 }
 
 func (l *Layer) checkEvent(consumer, eventID string) error {
@@ -124,9 +124,20 @@ func (l *Layer) markProcessed(ctx context.Context, q querier, consumer, eventID 
 // It suits sync jobs around AdvanceVersion and any work that combines the
 // layer's in-transaction calls with the caller's writes.
 func (l *Layer) RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return l.Retry(ctx, func(ctx context.Context) error { return l.runTx(ctx, fn) })
+}
+
+// Retry runs tx, which runs one whole transaction (begin, statements,
+// commit), and runs it again while the database aborts it to resolve a
+// deadlock or a serialization conflict, as RunInTx does with bun: up to
+// the retry count (WithRetries), then it returns an error wrapping
+// ErrConflict. It is for transactions of other types than bun's (a *sql.Tx
+// the caller begins, package idempgx's InTx over a pgx.Tx). Other errors
+// are returned as they are.
+func (l *Layer) Retry(ctx context.Context, tx func(ctx context.Context) error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
-		err = l.runTx(ctx, fn)
+		err = tx(ctx)
 		if err == nil || !l.conflict(err) {
 			return err
 		}

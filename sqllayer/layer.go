@@ -2,7 +2,6 @@ package sqllayer
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -37,6 +36,7 @@ const maxID = 255
 // its own: closing the *bun.DB is the caller's business.
 type Layer struct {
 	db      *bun.DB
+	q       querier // the pool's, for the layer's own statements
 	dialect dialect.Name
 	sqlite  bool
 	native  bool // statements go to the driver beneath bun, with $N arguments
@@ -119,6 +119,11 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 		return nil, err
 	}
 	l.st = st.build(l.names, l.native)
+	if l.native {
+		l.q = direct{db.DB}
+	} else {
+		l.q = direct{db}
+	}
 	l.bst = newBatchStmts(l.dialect, l.names, l.native)
 	switch {
 	case l.batchSize > 1 && l.dialect == dialect.PG:
@@ -135,44 +140,6 @@ func New(db *bun.DB, opts ...Option) (*Layer, error) {
 		return nil, option.Refuse("sqllayer", err)
 	}
 	return l, nil
-}
-
-// querier is what the layer runs statements on: *sql.DB, *sql.Tx or *sql.Conn
-// with the driver's own placeholders, or a bun.IDB, which formats ?N itself.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// pool returns the querier of the layer's own statements.
-func (l *Layer) pool() querier {
-	if l.native {
-		return l.db.DB
-	}
-	return l.db
-}
-
-// on returns the querier for a caller's bun.DB, bun.Tx or bun.Conn.
-func (l *Layer) on(db bun.IDB) (querier, error) {
-	if db == nil {
-		return nil, fmt.Errorf("sqllayer: nil bun.IDB")
-	}
-	if !l.native {
-		return db, nil
-	}
-	switch d := db.(type) {
-	case *bun.DB:
-		return d.DB, nil
-	case bun.Tx:
-		return d.Tx, nil
-	case *bun.Tx:
-		return d.Tx, nil
-	case bun.Conn:
-		return d.Conn, nil
-	case *bun.Conn:
-		return d.Conn, nil
-	}
-	return nil, fmt.Errorf("sqllayer: unsupported bun.IDB %T", db)
 }
 
 // check validates what every record method receives.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/uptrace/bun"
-
 	"github.com/idemkit/idem"
 )
 
@@ -28,7 +26,7 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 // result nor the result without the writes. The row stays locked until tx
 // ends. A deadlock or serialization failure gives ErrConflict (run the
 // transaction again); nothing is retried inside tx.
-func (l *Layer) CompleteTx(ctx context.Context, tx bun.Tx, key idem.Key, token string, result []byte, ttl time.Duration) error {
+func (l *Layer) CompleteTx(ctx context.Context, tx Tx, key idem.Key, token string, result []byte, ttl time.Duration) error {
 	if err := l.checkComplete(ctx, key, result, ttl); err != nil {
 		return err
 	}
@@ -36,7 +34,7 @@ func (l *Layer) CompleteTx(ctx context.Context, tx bun.Tx, key idem.Key, token s
 	if err != nil {
 		return err
 	}
-	return l.wrap("complete", l.complete(ctx, q, key, token, result, ttl))
+	return l.wrap("complete", txDone(l.complete(ctx, q, key, token, result, ttl)))
 }
 
 func (l *Layer) checkComplete(ctx context.Context, key idem.Key, result []byte, ttl time.Duration) error {

@@ -3,8 +3,6 @@ package sqllayer
 import (
 	"context"
 
-	"github.com/uptrace/bun"
-
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/reservation"
 )
@@ -47,7 +45,7 @@ import (
 // in the transaction that TxFrom returns: a completion of the function's is
 // refused (idem.ErrConfig) before it reaches the database, and the
 // execution keeps nothing.
-func (l *Layer) CompleteReservation(ctx context.Context, tx bun.Tx, res *idem.Reservation, result []byte) error {
+func (l *Layer) CompleteReservation(ctx context.Context, tx Tx, res *idem.Reservation, result []byte) error {
 	if res != nil {
 		if a := l.atomicFor(res.Token()); a != nil {
 			return a.refuse()

@@ -211,7 +211,7 @@ func (l *Layer) insertMySQL(ctx context.Context, q querier, c *claim, token stri
 // insertMySQLIn is insertMySQL with the statement query, the insert as an
 // atomic claim sends it.
 func (l *Layer) insertMySQLIn(ctx context.Context, q querier, query string, c *claim, token string) (idem.Record, bool, error) {
-	res, err := q.ExecContext(ctx, query, c.args(token, nil)...)
+	res, err := q.exec(ctx, query, c.args(token, nil)...)
 	if err != nil {
 		if classify(err, l.dialect) == kindUnique {
 			return idem.Record{}, false, nil
@@ -266,7 +266,7 @@ func (l *Layer) takeoverWith(ctx context.Context, q querier, query string, c *cl
 		old = []byte{}
 	}
 	if l.dialect == dialect.MySQL {
-		res, err := q.ExecContext(ctx, query, c.args(token, old)...)
+		res, err := q.exec(ctx, query, c.args(token, old)...)
 		if err != nil {
 			return idem.Record{}, false, err
 		}
@@ -293,7 +293,7 @@ func (l *Layer) grace(ctx context.Context, q querier, c *claim, r *row) (idem.Re
 	rec := r.record(c.key, l.resolution)
 	rec.State = idem.StateInProgress
 	if l.dialect == dialect.MySQL {
-		res, err := q.ExecContext(ctx, l.st.grace, args...)
+		res, err := q.exec(ctx, l.st.grace, args...)
 		if err != nil {
 			return idem.Record{}, false, err
 		}

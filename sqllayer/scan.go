@@ -180,7 +180,7 @@ func (l *Layer) readRow(ctx context.Context, q querier, digest []byte, r *row) (
 // queryOne runs a query expected to return at most one row and scans it into
 // dest. found is false when there is no row.
 func queryOne(ctx context.Context, q querier, query string, args []any, dest ...any) (found bool, err error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := q.query(ctx, query, args...)
 	if err != nil {
 		return false, err
 	}
@@ -199,7 +199,7 @@ func queryOne(ctx context.Context, q querier, query string, args []any, dest ...
 
 // affected runs a statement and returns how many rows it changed.
 func affected(ctx context.Context, q querier, query string, args ...any) (int64, error) {
-	res, err := q.ExecContext(ctx, query, args...)
+	res, err := q.exec(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}

@@ -2,6 +2,7 @@ package sqllayer
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/uptrace/bun"
 
@@ -15,10 +16,10 @@ import (
 // transaction. An equal (a duplicate delivery) or older version (a late,
 // out-of-order one) gives false and changes nothing.
 //
-// Call it inside the transaction that applies the change (db is a bun.Tx),
+// Call it inside the transaction that applies the change (db is a Tx: *sql.Tx, bun.Tx, idempgx.Tx…),
 // so that the stored version and the applied change commit together; it
 // holds the row's lock until that transaction ends, so concurrent deliveries
-// for one record apply in version order. With db a *bun.DB it runs on its
+// for one record apply in version order. With db a pool (*sql.DB, *bun.DB) it runs on its
 // own and a deadlock is retried; inside a transaction a deadlock (possible on
 // MySQL when first deliveries race) gives ErrConflict: run the transaction
 // again (RunInTx does).
@@ -29,7 +30,7 @@ import (
 // MySQL: INSERT … ON DUPLICATE KEY UPDATE that keeps GREATEST(stored, new),
 // whose affected-row count is 1 (inserted), 2 (updated) or 0 (unchanged); it
 // needs the driver's default clientFoundRows=false.
-func (l *Layer) AdvanceVersion(ctx context.Context, db bun.IDB, source, externalID string, version int64) (newer bool, err error) {
+func (l *Layer) AdvanceVersion(ctx context.Context, db Tx, source, externalID string, version int64) (newer bool, err error) {
 	if err := l.checkSource(source, externalID); err != nil {
 		return false, err
 	}
@@ -42,17 +43,17 @@ func (l *Layer) AdvanceVersion(ctx context.Context, db bun.IDB, source, external
 		newer = n > 0
 		return err
 	}
-	if _, pool := db.(*bun.DB); pool {
+	if pooled(db) {
 		err = l.retry(ctx, run)
 	} else {
 		err = run()
 	}
-	return newer, l.wrap("advance version", err)
+	return newer, l.wrap("advance version", txDone(err))
 }
 
 // Version returns the version stored for (source, externalID), or
 // idem.ErrNotFound.
-func (l *Layer) Version(ctx context.Context, db bun.IDB, source, externalID string) (int64, error) {
+func (l *Layer) Version(ctx context.Context, db Tx, source, externalID string) (int64, error) {
 	if err := l.checkSource(source, externalID); err != nil {
 		return 0, err
 	}
@@ -63,7 +64,7 @@ func (l *Layer) Version(ctx context.Context, db bun.IDB, source, externalID stri
 	var v int64
 	found, err := queryOne(ctx, q, l.st.version, []any{l.id(source), l.id(externalID)}, &v)
 	if err != nil {
-		return 0, l.wrap("version", err)
+		return 0, l.wrap("version", txDone(err))
 	}
 	if !found {
 		return 0, idem.ErrNotFound
@@ -76,4 +77,14 @@ func (l *Layer) checkSource(source, externalID string) error {
 		return err
 	}
 	return checkID("external ID", externalID)
+}
+
+// pooled reports whether db is a pool, whose statements are each a
+// transaction of their own that the layer may run again.
+func pooled(db Tx) bool {
+	switch db.(type) {
+	case *bun.DB, *sql.DB:
+		return true
+	}
+	return false
 }

@@ -20,6 +20,7 @@ import (
 // accounts is a business table of balances that payments debit.
 type accounts struct {
 	table string
+	db    *bun.DB
 }
 
 // businessTable creates a table of the work's own, dropped when the test
@@ -41,7 +42,7 @@ func businessTable(t *testing.T, r *atomicRig, base, columns string) string {
 
 func newAccounts(t *testing.T, r *atomicRig, ids ...string) *accounts {
 	t.Helper()
-	a := &accounts{table: businessTable(t, r, "accounts", "id VARCHAR(64) PRIMARY KEY, balance INTEGER NOT NULL")}
+	a := &accounts{table: businessTable(t, r, "accounts", "id VARCHAR(64) PRIMARY KEY, balance INTEGER NOT NULL"), db: r.ledger.db}
 	for _, id := range ids {
 		if _, err := r.ledger.db.ExecContext(t.Context(), "INSERT INTO "+a.table+" (id, balance) VALUES (?, 1000)", id); err != nil {
 			t.Fatal(err)
@@ -56,7 +57,7 @@ func (a *accounts) debit(ctx context.Context, id string, amount int) error {
 	if !ok {
 		return errors.New("no transaction on the work's context")
 	}
-	_, err := tx.ExecContext(ctx, "UPDATE "+a.table+" SET balance = balance - ? WHERE id = ?", amount, id)
+	_, err := a.db.NewRaw("UPDATE "+a.table+" SET balance = balance - ? WHERE id = ?", amount, id).Conn(tx).Exec(ctx)
 	return err
 }
 

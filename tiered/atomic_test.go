@@ -68,7 +68,7 @@ func (r *atomicRig) charge(ctx context.Context, id string) error {
 	if !ok {
 		return errors.New("no transaction on the work's context")
 	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO "+r.ledger.table+" (id, amount) VALUES (?, ?)", id, 100)
+	_, err := r.ledger.db.NewRaw("INSERT INTO "+r.ledger.table+" (id, amount) VALUES (?, ?)", id, 100).Conn(tx).Exec(ctx)
 	return err
 }
 

@@ -10,15 +10,19 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
+	"github.com/uptrace/bun"
 )
 
 // charges is a ledger that lets a key have several rows, so that a second
 // charge for one key shows.
-type charges struct{ table string }
+type charges struct {
+	table string
+	db    *bun.DB
+}
 
 func newCharges(t *testing.T, r *atomicRig) *charges {
 	t.Helper()
-	return &charges{table: businessTable(t, r, "charges_by_key", "key_id VARCHAR(64) NOT NULL, amount INTEGER NOT NULL")}
+	return &charges{table: businessTable(t, r, "charges_by_key", "key_id VARCHAR(64) NOT NULL, amount INTEGER NOT NULL"), db: r.ledger.db}
 }
 
 // charge writes one row for key through the execution's transaction.
@@ -27,7 +31,7 @@ func (c *charges) charge(ctx context.Context, key idem.Key) error {
 	if !ok {
 		return errors.New("no transaction on the work's context")
 	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO "+c.table+" (key_id, amount) VALUES (?, 100)", key.String())
+	_, err := c.db.NewRaw("INSERT INTO "+c.table+" (key_id, amount) VALUES (?, 100)", key.String()).Conn(tx).Exec(ctx)
 	return err
 }
 

@@ -99,8 +99,8 @@ func (e *endingEnv) commitFails(t *testing.T) answered {
 	}
 	var commitErr error
 	got := e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
-		commitErr = e.inTx(ctx, db, func(ctx context.Context, tx bun.Tx, complete func() error) error {
-			if _, err := tx.ExecContext(ctx, "INSERT INTO "+refs+" (id, charge) VALUES (?, ?)", e.id, "no such charge"); err != nil {
+		commitErr = e.inTx(ctx, db, func(ctx context.Context, tx bun.IConn, complete func() error) error {
+			if _, err := db.NewRaw("INSERT INTO "+refs+" (id, charge) VALUES (?, ?)", e.id, "no such charge").Conn(tx).Exec(ctx); err != nil {
 				return fmt.Errorf("insert: %w", err)
 			}
 			if e.atomic {

@@ -136,7 +136,7 @@ func (e *endingEnv) call(t *testing.T, ctx context.Context, fn tiered.Func) answ
 // completion of the reservation writes val through a's SQL layer. In the
 // atomic mode the transaction is the Store's (sqllayer.TxFrom), which
 // commits or rolls back as fn ends: body's error is fn's.
-func (e *endingEnv) inTx(ctx context.Context, db *bun.DB, body func(ctx context.Context, tx bun.Tx, complete func() error) error) error {
+func (e *endingEnv) inTx(ctx context.Context, db *bun.DB, body func(ctx context.Context, tx bun.IConn, complete func() error) error) error {
 	res, ok := idem.ReservationFrom(ctx)
 	if !ok {
 		return errors.New("no reservation on the work's context")
@@ -147,7 +147,7 @@ func (e *endingEnv) inTx(ctx context.Context, db *bun.DB, body func(ctx context.
 		if !ok {
 			return errors.New("no transaction on the atomic work's context")
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+e.ledger.table+" (id, amount) VALUES (?, ?)", e.id, 100); err != nil {
+		if _, err := db.NewRaw("INSERT INTO "+e.ledger.table+" (id, amount) VALUES (?, ?)", e.id, 100).Conn(tx).Exec(ctx); err != nil {
 			return err
 		}
 		return body(ctx, tx, func() error { return e.sql.CompleteReservation(ctx, tx, res, val) })
@@ -252,7 +252,7 @@ func TestStoreDoEndings(t *testing.T) {
 			name: "a reservation rolled back before completing", tx: true,
 			first: func(t *testing.T, e *endingEnv) answered {
 				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
-					return nil, e.inTx(ctx, e.ledger.db, func(context.Context, bun.Tx, func() error) error { return errDeclined })
+					return nil, e.inTx(ctx, e.ledger.db, func(context.Context, bun.IConn, func() error) error { return errDeclined })
 				}))
 			},
 			errs: []error{errDeclined}, retry: "retried", runs: 2,
@@ -262,7 +262,7 @@ func TestStoreDoEndings(t *testing.T) {
 			name: "a reservation rolled back after completing", tx: true,
 			first: func(t *testing.T, e *endingEnv) answered {
 				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
-					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error {
+					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.IConn, complete func() error) error {
 						if err := complete(); err != nil {
 							return err
 						}
@@ -277,7 +277,7 @@ func TestStoreDoEndings(t *testing.T) {
 			name: "a reservation completed and committed", tx: true,
 			first: func(t *testing.T, e *endingEnv) answered {
 				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
-					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error { return complete() })
+					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.IConn, complete func() error) error { return complete() })
 				}))
 			},
 			value: charged, stored: charged, retry: charged, runs: 1,
@@ -306,7 +306,7 @@ func TestStoreDoEndings(t *testing.T) {
 			name: "a reservation completed twice with the same bytes", tx: true,
 			first: func(t *testing.T, e *endingEnv) answered {
 				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
-					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error {
+					return []byte(charged + e.id), e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.IConn, complete func() error) error {
 						if err := complete(); err != nil {
 							return err
 						}
@@ -325,7 +325,7 @@ func TestStoreDoEndings(t *testing.T) {
 				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
 					res, _ := idem.ReservationFrom(ctx)
 					var second error
-					err := e.inTx(ctx, e.ledger.db, func(ctx context.Context, tx bun.Tx, complete func() error) error {
+					err := e.inTx(ctx, e.ledger.db, func(ctx context.Context, tx bun.IConn, complete func() error) error {
 						if err := complete(); err != nil {
 							return err
 						}
@@ -347,7 +347,7 @@ func TestStoreDoEndings(t *testing.T) {
 			name: "a reservation completed, then other bytes returned", tx: true,
 			first: func(t *testing.T, e *endingEnv) answered {
 				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
-					err := e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error { return complete() })
+					err := e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.IConn, complete func() error) error { return complete() })
 					return []byte("other bytes"), err
 				}))
 			},
@@ -358,7 +358,7 @@ func TestStoreDoEndings(t *testing.T) {
 			name: "a panic after the reservation committed", tx: true,
 			first: func(t *testing.T, e *endingEnv) answered {
 				return e.call(t, t.Context(), e.fn(func(ctx context.Context) ([]byte, error) {
-					if err := e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.Tx, complete func() error) error { return complete() }); err != nil {
+					if err := e.inTx(ctx, e.ledger.db, func(_ context.Context, _ bun.IConn, complete func() error) error { return complete() }); err != nil {
 						return nil, err
 					}
 					panic("after the commit")

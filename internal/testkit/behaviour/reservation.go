@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -37,22 +38,36 @@ type ReservationAdapter func(store *tiered.Store, serve Serve) (http.Handler, er
 // the Stores in the atomic mode (see runAtomicReservation).
 func RunReservation(t *testing.T, adapt ReservationAdapter) {
 	t.Helper()
-	stacktest.Each(t, func(t *testing.T, st *stacktest.Stack) {
-		t.Run("default", func(t *testing.T) { runReservation(t, newCharger(t, st, false), adapt) })
-		t.Run("atomic", func(t *testing.T) { runAtomicReservation(t, newCharger(t, st, true), adapt) })
+	RunReservationWith(t, adapt, BunTx, stacktest.Each)
+}
+
+// RunReservationWith runs the rows of RunReservation with the handler's
+// transaction of kind, on each stack each gives: the reservation's
+// completion and the atomic mode's transaction in that type.
+func RunReservationWith(t *testing.T, adapt ReservationAdapter, kind TxKind, each func(t *testing.T, fn func(t *testing.T, st *stacktest.Stack))) {
+	t.Helper()
+	each(t, func(t *testing.T, st *stacktest.Stack) {
+		t.Run("default", func(t *testing.T) { runReservation(t, newCharger(t, st, kind, false), adapt) })
+		t.Run("atomic", func(t *testing.T) { runAtomicReservation(t, newCharger(t, st, kind, true), adapt) })
 	})
 }
 
 // newCharger creates the business tables of one run of the rows.
-func newCharger(t *testing.T, st *stacktest.Stack, atomic bool) *charger {
-	c := &charger{st: st, db: st.DB(t), table: testenv.Name("charges"), kids: testenv.Name("charge_kids"), atomic: atomic,
+func newCharger(t *testing.T, st *stacktest.Stack, kind TxKind, atomic bool) *charger {
+	c := &charger{st: st, db: st.DB(t), table: testenv.Name("charges"), kids: testenv.Name("charge_kids"), atomic: atomic, kind: kind,
 		modes: map[string]mode{}, hooks: map[string]func(){}, errs: map[string]error{}}
 	c.sqlite = c.db.Dialect().Name() == dialect.SQLite
+	c.mysql = c.db.Dialect().Name() == dialect.MySQL
 	parents := testenv.Name("charge_parents")
+	kids := "CREATE TABLE " + c.kids + " (id VARCHAR(64) PRIMARY KEY, parent VARCHAR(64) REFERENCES " + parents + " (id) DEFERRABLE INITIALLY DEFERRED)"
+	if c.mysql {
+		// MariaDB checks a foreign key at each statement, never at COMMIT.
+		kids = "CREATE TABLE " + c.kids + " (id VARCHAR(64) PRIMARY KEY, parent VARCHAR(64))"
+	}
 	for _, ddl := range []string{
 		"CREATE TABLE " + c.table + " (id VARCHAR(64) PRIMARY KEY)",
 		"CREATE TABLE " + parents + " (id VARCHAR(64) PRIMARY KEY)",
-		"CREATE TABLE " + c.kids + " (id VARCHAR(64) PRIMARY KEY, parent VARCHAR(64) REFERENCES " + parents + " (id) DEFERRABLE INITIALLY DEFERRED)",
+		kids,
 	} {
 		if _, err := c.db.ExecContext(t.Context(), ddl); err != nil {
 			t.Fatal(err)
@@ -74,8 +89,17 @@ type instance struct {
 
 // start starts an instance over c's stack, atomic when c is.
 func (c *charger) start(t *testing.T, adapt ReservationAdapter) instance {
-	sql := c.st.SQLLayer(t)
-	store, err := tiered.New(tiered.WithRedis(c.st.RedisLayer(t)), tiered.WithSQL(sql), tiered.WithTimeouts(2*time.Second, 10*time.Second),
+	var (
+		tier idem.Layer
+		sql  *sqllayer.Layer
+	)
+	if c.kind.Layer != nil {
+		tier, sql = c.kind.Layer(t, c.st)
+	} else {
+		sql = c.st.SQLLayer(t)
+		tier = sql
+	}
+	store, err := tiered.New(tiered.WithRedis(c.st.RedisLayer(t)), tiered.WithSQL(tier), tiered.WithTimeouts(2*time.Second, 10*time.Second),
 		tiered.WithAtomic(c.atomic))
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +218,7 @@ func runReservation(t *testing.T, c *charger, adapt ReservationAdapter) {
 		{"the reservation taken and never completed", neverComplete, nil},
 	} {
 		t.Run(e.name+", the retry runs again and commits once", func(t *testing.T) {
+			c.needsFailingCommit(t, e.m)
 			a, b := start(t), start(t)
 			id := fmt.Sprintf("end%d-%s", e.m, testenv.Name("c"))
 			runs := c.runs.Load()

@@ -110,6 +110,7 @@ func runAtomicReservation(t *testing.T, c *charger, adapt ReservationAdapter) {
 		{"changes the response after completing", changeAfter},
 	} {
 		t.Run(e.name+": refused, nothing commits, the retry runs again", func(t *testing.T) {
+			c.needsFailingCommit(t, e.m)
 			c.wantReleased(t, start, e.m, func(err error) bool { return errors.Is(err, idem.ErrConfig) })
 		})
 	}
