@@ -3,6 +3,7 @@ package sqllayer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,7 +35,26 @@ func (l *Layer) CompleteTx(ctx context.Context, tx Tx, key idem.Key, token strin
 	if err != nil {
 		return err
 	}
-	return l.wrap("complete", txDone(l.complete(ctx, q, key, token, result, ttl)))
+	err = l.complete(ctx, q, key, token, result, ttl)
+	if errors.Is(err, idem.ErrLeaseLost) {
+		err = l.unseen(ctx, q, key, err)
+	}
+	return l.wrap("complete", txDone(err))
+}
+
+// unseen explains a completion in a caller's transaction that found no
+// record of its token: when the transaction sees no live record of the key
+// at all, while its execution still holds it, the transaction is most
+// likely on another database than the tier's. It costs a read on this
+// failure path only.
+func (l *Layer) unseen(ctx context.Context, q querier, key idem.Key, lost error) error {
+	d := key.Digest()
+	var one int64
+	found, err := queryOne(ctx, q, l.st.live, []any{d[:]}, &one)
+	if err != nil || found {
+		return lost
+	}
+	return fmt.Errorf("%w: sqllayer: the transaction sees no record of the key: is it a transaction on another database than the tier's? (%w)", idem.ErrConfig, lost)
 }
 
 func (l *Layer) checkComplete(ctx context.Context, key idem.Key, result []byte, ttl time.Duration) error {
