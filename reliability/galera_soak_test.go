@@ -240,7 +240,10 @@ func testGaleraSoak(t *testing.T, g *galera, atomicMode bool) {
 	h := mergeHistory(t, files, finals)
 	rep := history.Check(h, history.Options{})
 	byOutcome := map[string]int{}
-	outcomes.Range(func(k, v any) bool { byOutcome[k.(history.Outcome).String()] = int(v.(*atomic.Int64).Load()); return true })
+	outcomes.Range(func(k, v any) bool {
+		byOutcome[k.(history.Outcome).String()] = int(v.(*atomic.Int64).Load())
+		return true
+	})
 	errMu.Lock()
 	tierErrs := lines(errCounts)
 	errMu.Unlock()
