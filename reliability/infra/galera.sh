@@ -10,6 +10,7 @@
 #   galera.sh restart N    start node N again: it recovers its position and rejoins (IST, else SST)
 #   galera.sh status       each node's pid, state and cluster size
 #   galera.sh dsn N        the go-sql-driver DSN of node N
+#   galera.sh install      install what is missing from the distribution's packages (as root)
 #
 # Environment:
 #   IDEM_GALERA_DIR    where the nodes live (default: .galera at the repository's root)
@@ -171,6 +172,21 @@ recovered() {
 	sed -n 's/.*WSREP: Recovered position: *\([0-9a-f-]*:-\{0,1\}[0-9]*\).*/\1/p' "$log" | tail -n 1
 }
 
+# install installs from the distribution's packages what start needs and
+# the machine lacks; it changes nothing on a machine that has it all.
+install() {
+	local pkgs=()
+	[ -x "$MARIADBD" ] && command -v mariadb-install-db >/dev/null || pkgs+=(mariadb-server)
+	command -v mariadb >/dev/null || pkgs+=(mariadb-client)
+	[ -f /usr/lib/galera/libgalera_smm.so ] || [ -f /usr/lib/libgalera_smm.so ] || pkgs+=(galera-4)
+	command -v rsync >/dev/null || pkgs+=(rsync)
+	[ ${#pkgs[@]} -eq 0 ] && return 0
+	[ "$(id -u)" = 0 ] || die "missing: ${pkgs[*]}: run apt-get install -y ${pkgs[*]} as root"
+	say "installing ${pkgs[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" >&2 ||
+		{ apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${pkgs[@]}" >&2; }
+}
+
 start() {
 	need
 	local n
@@ -247,6 +263,7 @@ stop) stop ;;
 kill) kill_node "$(node_arg "${2:-}")" ;;
 restart) restart "$(node_arg "${2:-}")" ;;
 status) status ;;
+install) install ;;
 dsn) n=$(node_arg "${2:-}"); echo "root@tcp(127.0.0.1:$((PORT + n)))/test?parseTime=true&loc=UTC" ;;
-*) die "usage: galera.sh start|stop|kill N|restart N|status|dsn N" ;;
+*) die "usage: galera.sh start|stop|kill N|restart N|status|dsn N|install" ;;
 esac
