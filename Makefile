@@ -127,7 +127,7 @@ GALERACALLS ?= 20000
 GALERAKILLS ?= 6
 infra-galera:
 	bash reliability/infra/galera.sh install
-	IDEM_GALERA_CALLS=$(GALERACALLS) IDEM_GALERA_KILLS=$(GALERAKILLS) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestGalera$$' -count=1 -v -timeout 40m ./reliability/
+	IDEM_REQUIRE_SERVICES=1 IDEM_GALERA_CALLS=$(GALERACALLS) IDEM_GALERA_KILLS=$(GALERAKILLS) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestGalera$$' -count=1 -v -timeout 40m ./reliability/
 
 # soak-consumer: the soak's consumer variant, for SOAKTIME with SOAKSEED:
 # messages through three consumer processes on an embedded JetStream

@@ -50,7 +50,7 @@ func startGalera(t *testing.T) *galera {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	g := &galera{script: script, port: 33060, env: append(os.Environ(), "IDEM_GALERA_DIR="+filepath.Join(dir, "cluster"))}
+	g := &galera{script: script, port: 13060, env: append(os.Environ(), "IDEM_GALERA_DIR="+filepath.Join(dir, "cluster"))}
 	if v := os.Getenv("IDEM_GALERA_PORT"); v != "" {
 		if _, err := fmt.Sscan(v, &g.port); err != nil {
 			t.Fatalf("IDEM_GALERA_PORT=%q: %v", v, err)

@@ -14,9 +14,13 @@
 #
 # Environment:
 #   IDEM_GALERA_DIR    where the nodes live (default: .galera at the repository's root)
-#   IDEM_GALERA_PORT   node N listens on IDEM_GALERA_PORT+N (default 33060: 33061-33063)
+#   IDEM_GALERA_PORT   node N listens on IDEM_GALERA_PORT+N (default 13060: 13061-13063)
+#   (The defaults lie below the kernel's usual ephemeral range, 32768 and
+#   up: a port in it can be taken at any moment as the local end of some
+#   other program's connection, and a node whose group port is taken dies
+#   at start with "Failed to set thread schedparams".)
 #   IDEM_GALERA_WSREP  node N's group port is IDEM_GALERA_WSREP+N, its IST port +10,
-#                      its SST port +20 (default 45670: 45671-45673, 45681-45683, 45691-45693)
+#                      its SST port +20 (default 14570: 14571-14573, 14581-14583, 14591-14593)
 #
 # It needs mariadb-server, galera-4 and rsync from the distribution:
 #   apt-get install -y mariadb-server galera-4 rsync
@@ -24,8 +28,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 DIR=${IDEM_GALERA_DIR:-$(cd "$here/../.." && pwd)/.galera}
-PORT=${IDEM_GALERA_PORT:-33060}
-WSREP=${IDEM_GALERA_WSREP:-45670}
+PORT=${IDEM_GALERA_PORT:-13060}
+WSREP=${IDEM_GALERA_WSREP:-14570}
 MARIADBD=${IDEM_GALERA_MARIADBD:-/usr/sbin/mariadbd}
 NODES=(1 2 3)
 # The nodes run as the mysql user when started by root: the rsync daemon
@@ -140,9 +144,9 @@ wait_synced() {
 }
 
 # up N size [flags...]: launch node N and wait until it is synced in a
-# component of size nodes, five tries: galera-4 26.4 now and then aborts
-# at start when a thread it starts ends before it sets its scheduling
-# ("Failed to set thread schedparams"), a race a second start escapes.
+# component of size nodes, five tries: a port of the node's may be held
+# for a moment by a connection in TIME_WAIT, or a state transfer cut
+# short.
 up() {
 	local n=$1 size=$2 try p; shift 2
 	for try in 1 2 3 4 5; do
