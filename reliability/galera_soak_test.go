@@ -182,9 +182,14 @@ func testGaleraSoak(t *testing.T, g *galera, atomicMode bool) {
 				for try := 0; try < 20 && !done.Load(); try++ {
 					made.Add(1)
 					ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-					out, _ := call(ctx, s, name)
+					out, err := call(ctx, s, name)
 					cancel()
 					count(out)
+					if out == history.OtherError {
+						errMu.Lock()
+						errCounts["caller: "+otherClass(err)]++
+						errMu.Unlock()
+					}
 					if out.Succeeded() || out == history.Mismatch {
 						break
 					}
@@ -247,9 +252,9 @@ func testGaleraSoak(t *testing.T, g *galera, atomicMode bool) {
 	errMu.Lock()
 	tierErrs := lines(errCounts)
 	errMu.Unlock()
-	t.Logf("galera soak (%s): seed %d, %d calls on %d keys in %v (%.0f calls/s), %d executions, %d node kills; outcomes: %s; tier errors: %s; %d anomalies",
+	t.Logf("galera soak (%s): seed %d, %d calls on %d keys in %v (%.0f calls/s), %d executions, %d keys run again after a lapsed lease (the earlier run fenced), %d node kills; outcomes: %s; errors: %s; %d anomalies",
 		map[bool]string{true: "atomic", false: "standard"}[atomicMode], seed, made.Load(), len(all), took.Round(time.Millisecond),
-		float64(made.Load())/took.Seconds(), len(h.Execs), countFaults(h, galeraKill), lines(byOutcome), tierErrs, len(rep.Anomalies))
+		float64(made.Load())/took.Seconds(), len(h.Execs), rerunKeys(h), countFaults(h, galeraKill), lines(byOutcome), tierErrs, len(rep.Anomalies))
 	for i, a := range rep.Anomalies {
 		if i == 20 {
 			t.Errorf("… and %d more anomalies", len(rep.Anomalies)-20)
@@ -377,6 +382,37 @@ func errClassOf(err error) string {
 		return "none"
 	}
 	return errClass(err)
+}
+
+// otherClass names an error a caller got that the history calls
+// OtherError.
+func otherClass(err error) string {
+	switch {
+	case errors.Is(err, tiered.ErrNotCommitted):
+		return "not committed"
+	case errors.Is(err, sqllayer.ErrConflict):
+		return "conflict"
+	}
+	return errClassOf(err)
+}
+
+// rerunKeys counts the keys whose work ran to success more than once: an
+// owner that could not complete (its node was down) past its lease, and
+// another instance that took the key over.
+func rerunKeys(h *history.History) int {
+	ok := map[string]int{}
+	for _, e := range h.Execs {
+		if !e.Failed {
+			ok[e.Key]++
+		}
+	}
+	n := 0
+	for _, c := range ok {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // countFaults counts the history's faults of kind k.
