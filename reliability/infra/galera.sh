@@ -199,11 +199,18 @@ start() {
 	done
 	rm -rf "$DIR"
 	mkdir -p "$DIR"
+	# The three data directories at once: each install is a server start
+	# of its own, and they share nothing.
+	local pids=()
 	for n in "${NODES[@]}"; do
 		write_cnf "$n"
 		chown -R "$RUNAS" "$(node_dir "$n")"
 		mariadb-install-db --defaults-file="$(cnf "$n")" --auth-root-authentication-method=normal \
-			--skip-test-db >"$(node_dir "$n")/install.log" 2>&1 || { cat "$(node_dir "$n")/install.log" >&2; die "mariadb-install-db failed for node $n"; }
+			--skip-test-db >"$(node_dir "$n")/install.log" 2>&1 &
+		pids+=($!)
+	done
+	for n in "${NODES[@]}"; do
+		wait "${pids[$((n - 1))]}" || { cat "$(node_dir "$n")/install.log" >&2; die "mariadb-install-db failed for node $n"; }
 	done
 	up 1 1 --wsrep-new-cluster
 	# Tests connect over TCP as root without a password; the grant
