@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer soak-watermill soak-locks queue-load
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer soak-watermill soak-locks queue-load infra-galera
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone;
@@ -113,6 +113,21 @@ soak:
 SOAKCALLS ?= 50000
 soak-locks:
 	IDEM_SOAK_LOCKS_CALLS=$(SOAKCALLS) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakAtomicLocks$$' -count=1 -v -timeout 30m ./reliability/
+
+# infra-galera: idem on a three-node MariaDB Galera cluster of its own
+# (reliability/infra/galera.sh; the machine's MariaDB is left alone),
+# after installing what it needs from the distribution's packages: two
+# Stores on different nodes claiming one key at once, a duplicate on
+# another node after the owner's commit under each wsrep_sync_wait, and
+# the soak in the standard and the atomic mode, GALERACALLS calls each
+# (at least) while a node is killed and restarted GALERAKILLS times; it
+# prints the calls, the kills and the anomalies, and fails on any. make
+# test runs a short seed of it (1,500 calls, one kill per mode).
+GALERACALLS ?= 20000
+GALERAKILLS ?= 6
+infra-galera:
+	bash reliability/infra/galera.sh install
+	IDEM_REQUIRE_SERVICES=1 IDEM_GALERA_CALLS=$(GALERACALLS) IDEM_GALERA_KILLS=$(GALERAKILLS) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestGalera$$' -count=1 -v -timeout 40m ./reliability/
 
 # soak-consumer: the soak's consumer variant, for SOAKTIME with SOAKSEED:
 # messages through three consumer processes on an embedded JetStream

@@ -71,6 +71,15 @@
 // inject and IDEM_SOAK_NEMESIS=off injects none (the run then fails on the
 // missing kinds, but checks the history all the same).
 //
+// TestGalera (make infra-galera runs its long form) starts a three-node
+// MariaDB Galera cluster of its own with infra/galera.sh, every node
+// taking writes, and runs idem on it: Stores on two nodes claiming one
+// key at once (a certification conflict is a lost race), a duplicate on
+// another node right after the owner's commit under each wsrep_sync_wait,
+// and a soak over Stores on all three nodes while a nemesis kills a node
+// (SIGKILL) and restarts it, in the standard and the atomic mode, judged
+// by the same history checker.
+//
 // Scenarios that found a weakness in another package stay here as
 // regression tests; their comments say what used to go wrong.
 package reliability

@@ -183,6 +183,8 @@ func mysqlKind(n uint16) (kind, mistake) {
 		return kindBroken, noMistake
 	case 1205, // ER_LOCK_WAIT_TIMEOUT
 		1040, // ER_CON_COUNT_ERROR
+		1047, // ER_UNKNOWN_COM_ERROR: a Galera node out of the primary component, or not yet synced
+		1180, // ER_ERROR_DURING_COMMIT: a Galera node that could not replicate the commit
 		1290, // ER_OPTION_PREVENTS_STATEMENT (read_only after failover)
 		1317, // ER_QUERY_INTERRUPTED
 		1969, // ER_STATEMENT_TIMEOUT (MariaDB)

@@ -53,6 +53,8 @@ func TestClassifyByCode(t *testing.T) {
 		{"mysql deadlock", &mysql.MySQLError{Number: 1213}, my, kindConflict, noMistake},
 		{"mysql lock wait timeout", &mysql.MySQLError{Number: 1205}, my, kindUnavailable, noMistake},
 		{"mariadb connection killed", &mysql.MySQLError{Number: 1927}, my, kindBroken, noMistake},
+		{"galera node not ready", &mysql.MySQLError{Number: 1047, Message: "WSREP has not yet prepared node for application use"}, my, kindUnavailable, noMistake},
+		{"galera commit not replicated", &mysql.MySQLError{Number: 1180, Message: `Got error 6 "No such device or address" during COMMIT`}, my, kindUnavailable, noMistake},
 		{"mysql packet too large", &mysql.MySQLError{Number: 1153}, my, kindTooLarge, noMistake},
 		{"mysql no such table", &mysql.MySQLError{Number: 1146}, my, kindConfig, missingTable},
 		{"mysql unknown column", &mysql.MySQLError{Number: 1054}, my, kindConfig, missingColumn},
