@@ -56,8 +56,8 @@ func galeraSoakSize(t *testing.T) (calls, kills int, seed uint64) {
 // the end, after a quiet round that calls every key once more, the
 // history checker judges the run with the stores' final state. In the
 // atomic mode every execution writes its charge in the transaction that
-// claims and completes its key (with streaming replication, see
-// streaming), and the checker holds the committed charges to the record.
+// claims and completes its key (the layer streams its rows to the cluster),
+// and the checker holds the committed charges to the record.
 func testGaleraSoak(t *testing.T, g *galera, atomicMode bool) {
 	calls, kills, seed := galeraSoakSize(t)
 	st := g.stack(t, "galera-soak")
@@ -77,10 +77,9 @@ func testGaleraSoak(t *testing.T, g *galera, atomicMode bool) {
 		files = append(files, f.Name())
 		return history.NewRecorder(f, node, nil)
 	}
+	// No session setting of the test's: on a Galera node the layer
+	// streams an atomic execution's rows itself.
 	var vars map[string]string
-	if atomicMode {
-		vars = streaming()
-	}
 	const lease = 4 * time.Second
 	type soakStore struct {
 		*galeraStore

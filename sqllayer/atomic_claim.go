@@ -247,8 +247,14 @@ func (l *Layer) mysqlSession(ctx context.Context, s *session, wait time.Duration
 	if err != nil {
 		return err
 	}
-	s.maria, s.mysql = maria, true
-	_, err = s.conn.ExecContext(ctx, mysqlSaveSession(maria, lockSeconds(wait)))
+	galera := false
+	if maria {
+		if galera, err = l.isGalera(ctx, s.conn); err != nil {
+			return err
+		}
+	}
+	s.maria, s.mysql, s.galera = maria, true, galera
+	_, err = s.conn.ExecContext(ctx, mysqlSaveSession(maria, lockSeconds(wait), galera))
 	s.ended = err == nil // no transaction yet: disconnect may put autocommit back
 	return err
 }

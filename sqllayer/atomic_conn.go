@@ -28,6 +28,9 @@ type session struct {
 	conn  bun.Conn
 	mysql bool // autocommit (and on MySQL the lock wait) saved and changed: see mysqlSession
 	maria bool // the server is MariaDB
+	// galera: the server is a Galera node, and the session streams the
+	// execution's rows to the cluster one at a time (see mysqlSession)
+	galera bool
 	// ended: the transaction's COMMIT or ROLLBACK succeeded, so the
 	// session is in none (a MySQL session with autocommit off must be,
 	// before autocommit is put back on: that would commit it).
@@ -139,7 +142,7 @@ func (l *Layer) disconnect(s *session) {
 	case s.mysql && !s.ended:
 		_ = s.conn.Raw(func(any) error { return driver.ErrBadConn })
 	case s.mysql:
-		reset = mysqlRestoreSession(s.maria)
+		reset = mysqlRestoreSession(s.maria, s.galera)
 	}
 	if reset != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)

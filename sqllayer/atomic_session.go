@@ -42,7 +42,20 @@ import (
 // turns it off; on MySQL (not MariaDB) it also saves the session's
 // innodb_lock_wait_timeout in @idem_lock_wait and sets it to secs, the
 // claim's bound (MariaDB bounds the claim's statements themselves).
-func mysqlSaveSession(maria bool, secs int64) string {
+//
+// On a Galera node (galera) it also saves the session's streaming
+// replication settings and streams each row as it is written: the claim's
+// row is then replicated and locked on every node while the work runs, so
+// that a claim of the same key on another node waits for it as on one
+// server. Without it two nodes' claims meet only at commit, when both
+// works have run (one commits; what the other did outside its transaction,
+// a call to a provider, happened twice).
+func mysqlSaveSession(maria bool, secs int64, galera bool) string {
+	if galera {
+		return "SET @idem_autocommit = @@SESSION.autocommit, @idem_frag_unit = @@SESSION.wsrep_trx_fragment_unit, " +
+			"@idem_frag_size = @@SESSION.wsrep_trx_fragment_size, SESSION autocommit = 0, " +
+			"SESSION wsrep_trx_fragment_unit = 'rows', SESSION wsrep_trx_fragment_size = 1"
+	}
 	if maria {
 		return "SET @idem_autocommit = @@SESSION.autocommit, SESSION autocommit = 0"
 	}
@@ -55,7 +68,11 @@ const mysqlRestoreLockWait = "SET SESSION innodb_lock_wait_timeout = @idem_lock_
 
 // mysqlRestoreSession puts the saved settings back, once the execution's
 // transaction has ended: setting autocommit on would commit one still open.
-func mysqlRestoreSession(maria bool) string {
+func mysqlRestoreSession(maria, galera bool) string {
+	if galera {
+		return "SET SESSION autocommit = @idem_autocommit, SESSION wsrep_trx_fragment_unit = @idem_frag_unit, " +
+			"SESSION wsrep_trx_fragment_size = @idem_frag_size"
+	}
 	if maria {
 		return "SET SESSION autocommit = @idem_autocommit"
 	}
@@ -90,6 +107,25 @@ func (l *Layer) isMariaDB(ctx context.Context, conn bun.IConn) (bool, error) {
 	maria := strings.Contains(strings.ToLower(v), "mariadb")
 	l.maria.Store(map[bool]int32{true: 1, false: 2}[maria])
 	return maria, nil
+}
+
+// isGalera reports whether the server is a node of a Galera cluster
+// (wsrep_on), asking it once, on conn. MySQL has no such variable: no.
+func (l *Layer) isGalera(ctx context.Context, conn bun.IConn) (bool, error) {
+	switch l.galera.Load() {
+	case 1:
+		return true, nil
+	case 2:
+		return false, nil
+	}
+	var on bool
+	if err := conn.QueryRowContext(ctx, "SELECT @@wsrep_on = 1").Scan(&on); err != nil {
+		if n, ok := mysqlNumber(err); !ok || n != 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE
+			return false, fmt.Errorf("sqllayer: asking whether the server is a Galera node: %w", err)
+		}
+	}
+	l.galera.Store(map[bool]int32{true: 1, false: 2}[on])
+	return on, nil
 }
 
 // errCommitRefused is what a commit on an atomic execution's SQLite

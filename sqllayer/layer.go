@@ -70,6 +70,9 @@ type Layer struct {
 	// maria is what the MySQL server is, asked once: 0 not yet known, 1
 	// MariaDB, 2 MySQL (see isMariaDB).
 	maria atomic.Int32
+	// galera is whether the MariaDB server is a Galera node, asked once:
+	// 0 not yet known, 1 yes, 2 no (see isGalera).
+	galera atomic.Int32
 	// file is the SQLite database's file, a string once known ("" in
 	// memory; see sqliteFile).
 	file atomic.Value
