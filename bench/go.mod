@@ -60,6 +60,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/idemkit/idem/idemotel v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/idempgx v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/idemprom v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -91,3 +92,5 @@ replace github.com/idemkit/idem/idemprom => ../idemprom
 replace github.com/idemkit/idem/idemotel => ../idemotel
 
 replace github.com/idemkit/idem/idemwatermill => ../idemwatermill
+
+replace github.com/idemkit/idem/idempgx => ../idempgx
