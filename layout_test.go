@@ -224,3 +224,32 @@ func TestEveryPackageHasDocGo(t *testing.T) {
 		}
 	}
 }
+
+// No nested module's package imports an internal package of the core: what
+// an integration needs of the core is public API, covered by the API check.
+// (Its tests may use the core's test rigs.)
+func TestNestedModulesImportNoCoreInternals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	if !inWorkspace(t) {
+		t.Skip("the integration modules are seen through the workspace (go.work); GOWORK=off hides them")
+	}
+	const mod = "github.com/idemkit/idem"
+	for _, dir := range []string{"middleware/idemgin", "middleware/idemecho", "idemprom", "idemotel", "idemgrpc", "idemwatermill", "idempgx"} {
+		cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}", "./...")
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list in %s: %v", dir, err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			pkg, imports, _ := strings.Cut(line, ": ")
+			for _, imp := range strings.Fields(imports) {
+				if strings.HasPrefix(imp, mod+"/internal/") {
+					t.Errorf("%s imports the core's internal package %s", pkg, imp)
+				}
+			}
+		}
+	}
+}

@@ -105,6 +105,18 @@ func (r *Reservation) Retention() time.Duration { return r.retention }
 // Layer returns the deciding layer that holds the claim.
 func (r *Reservation) Layer() Layer { return r.layer }
 
+// RequireCompletion is for the code that runs an execution and answers for
+// it — an adapter such as idemgrpc's interceptor or idemwatermill's
+// middleware — where the function's return is not by itself an answer.
+// Once it is called, a function that takes the reservation with
+// ReservationFrom commits its result only by completing it in its
+// transaction (sqllayer's CompleteReservation): one that returns without a
+// completion that committed has committed nothing, whatever it wrote, and
+// the Store keeps nothing, releases the key so that a retry runs again,
+// and reports tiered.ErrNotCommitted. A function that never takes the
+// reservation is unaffected. Call it before the function runs.
+func (r *Reservation) RequireCompletion() { r.state.RequireCompletion() }
+
 // reservationKey is the context key of a reservation.
 type reservationKey struct{}
 

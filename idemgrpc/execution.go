@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/reservation"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -54,7 +53,7 @@ func (x *execution) run(ctx context.Context) ([]byte, error) {
 		// completion in its transaction: one that returns without a
 		// completion that committed has committed nothing (Internal, the
 		// key released, the retry runs).
-		reservation.Of(res).RequireCompletion()
+		res.RequireCompletion()
 	}
 	resp, err := x.handler(ctx, x.req)
 	a := answer{header: rec.header, trailer: rec.trailer}

@@ -12,7 +12,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/reservation"
 	"github.com/idemkit/idem/tiered"
 )
 
@@ -156,7 +155,7 @@ func (x *run) fn(ctx context.Context) ([]byte, error) {
 	if res, ok := idem.ReservationFrom(ctx); ok {
 		// A handler that completes its key in its transaction (Complete)
 		// answers only through a completion that committed.
-		reservation.Of(res).RequireCompletion()
+		res.RequireCompletion()
 	}
 	msg := x.msg.Copy()
 	msg.SetContext(ctx)
