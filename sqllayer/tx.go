@@ -8,6 +8,7 @@ import (
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
+	bunschema "github.com/uptrace/bun/schema"
 
 	"github.com/idemkit/idem"
 )
@@ -115,6 +116,9 @@ func (l *Layer) pool() querier { return l.q }
 // on returns the querier for a caller's transaction (or connection, or
 // pool: Version and AdvanceVersion take those too).
 func (l *Layer) on(tx Tx) (querier, error) {
+	if b, ok := tx.(interface{ Dialect() bunschema.Dialect }); ok && b.Dialect() != nil && b.Dialect().Name() != l.dialect {
+		return nil, fmt.Errorf("%w: sqllayer: a %s transaction (%T) for a tier on %s: give a transaction on the tier's database", idem.ErrConfig, b.Dialect().Name(), tx, l.dialect)
+	}
 	switch d := tx.(type) {
 	case nil:
 		return nil, fmt.Errorf("%w: sqllayer: no transaction (nil): give the transaction the work writes in", idem.ErrConfig)

@@ -108,3 +108,24 @@ func TestEndedAndAbortedSQLTx(t *testing.T) {
 		}
 	})
 }
+
+// A bun transaction of another dialect than the tier's is refused before
+// any statement.
+func TestOtherDialectTx(t *testing.T) {
+	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		b := setup(t, s)
+		l, _ := b.layer(t)
+		other := testenv.SQLiteMemory(t)
+		if s.Kind == other.Kind || strings.HasPrefix(s.Kind, "sqlite") {
+			other = testenv.MySQL(t)
+		}
+		db := other.Open(t)
+		err := db.RunInTx(t.Context(), nil, func(ctx context.Context, tx bun.Tx) error {
+			_, err := l.MarkProcessed(ctx, tx, "c", "e")
+			return err
+		})
+		if !errors.Is(err, idem.ErrConfig) || !strings.Contains(err.Error(), "for a tier on") {
+			t.Fatalf("a %s transaction for a %s tier: %v, want idem.ErrConfig", other.Kind, s.Kind, err)
+		}
+	})
+}
