@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idemkit/idem"
@@ -72,31 +73,50 @@ func TxFrom(ctx context.Context) (tx pgx.Tx, ok bool) {
 	if _, in := sqllayer.TxFrom(ctx); !in {
 		return nil, false
 	}
-	var conn *pgx.Conn
-	err := sqllayer.RawFrom(ctx, func(driverConn any) error {
-		c, isPgx := driverConn.(*stdlib.Conn)
-		if !isPgx {
-			return fmt.Errorf("idempgx: the tier's driver is %T, not pgx", driverConn)
-		}
-		conn = c.Conn()
-		return nil
-	})
-	if err != nil || conn == nil {
+	t := &atomicTx{ctx: ctx}
+	if t.raw(func(*pgx.Conn) error { return nil }) != nil {
 		return nil, false
 	}
-	return &atomicTx{conn: conn}, true
+	return t, true
 }
 
 // atomicTx is an atomic execution's transaction as a pgx.Tx: the
 // statements of the connection that holds it, the transaction's ends left
 // to the Store. A savepoint within it is an atomicTx with a name.
+//
+// Every statement runs while it holds the driver's connection (see raw),
+// as database/sql's own do, and reads its rows in full before it lets the
+// connection go: the Store's transaction may be rolled back by
+// database/sql when its context ends, and that must wait for a statement
+// under way rather than use the connection beside it.
 type atomicTx struct {
-	conn      *pgx.Conn
-	savepoint string      // "" for the execution's transaction itself
-	closed    atomic.Bool // a savepoint's, once committed or rolled back
+	ctx       context.Context // the execution's, which sqllayer.RawFrom finds it by
+	savepoint string          // "" for the execution's transaction itself
+	closed    atomic.Bool     // a savepoint's, once committed or rolled back
 }
 
 var _ pgx.Tx = (*atomicTx)(nil)
+
+// raw runs f with the pgx connection beneath the execution's transaction,
+// holding it.
+func (t *atomicTx) raw(f func(conn *pgx.Conn) error) error {
+	return sqllayer.RawFrom(t.ctx, func(driverConn any) error {
+		c, isPgx := driverConn.(*stdlib.Conn)
+		if !isPgx {
+			return fmt.Errorf("%w: idempgx: the tier's driver is %T, not pgx", idem.ErrConfig, driverConn)
+		}
+		return f(c.Conn())
+	})
+}
+
+// exec runs one statement that returns no rows.
+func (t *atomicTx) exec(ctx context.Context, sql string, args ...any) (tag pgconn.CommandTag, err error) {
+	err = t.raw(func(conn *pgx.Conn) error {
+		tag, err = conn.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
+}
 
 // atomicSavepoints names the savepoints of atomic executions apart.
 var atomicSavepoints atomic.Uint64
@@ -105,16 +125,20 @@ var atomicSavepoints atomic.Uint64
 // transaction.
 var errStoreEnds = fmt.Errorf("%w: idempgx: the atomic execution's transaction is the Store's to commit or roll back: return nil to commit, an error to roll back", idem.ErrConfig)
 
+// errNoBatch is SendBatch's answer: its results are read after it returns,
+// when the connection is no longer held.
+var errNoBatch = fmt.Errorf("%w: idempgx: SendBatch is not available in an atomic execution: send the statements one by one", idem.ErrConfig)
+
 // Begin opens a savepoint.
 func (t *atomicTx) Begin(ctx context.Context) (pgx.Tx, error) {
-	if t.closed.Load() {
-		return nil, pgx.ErrTxClosed
-	}
-	name := "idempgx_sp_" + strconv.FormatUint(atomicSavepoints.Add(1), 10)
-	if _, err := t.conn.Exec(ctx, "SAVEPOINT "+name); err != nil {
+	if err := t.open(); err != nil {
 		return nil, err
 	}
-	return &atomicTx{conn: t.conn, savepoint: name}, nil
+	name := "idempgx_sp_" + strconv.FormatUint(atomicSavepoints.Add(1), 10)
+	if _, err := t.exec(ctx, "SAVEPOINT "+name); err != nil {
+		return nil, err
+	}
+	return &atomicTx{ctx: t.ctx, savepoint: name}, nil
 }
 
 // Commit releases a savepoint; the execution's transaction refuses it.
@@ -125,7 +149,7 @@ func (t *atomicTx) Commit(ctx context.Context) error {
 	if !t.closed.CompareAndSwap(false, true) {
 		return pgx.ErrTxClosed
 	}
-	_, err := t.conn.Exec(ctx, "RELEASE SAVEPOINT "+t.savepoint)
+	_, err := t.exec(ctx, "RELEASE SAVEPOINT "+t.savepoint)
 	return err
 }
 
@@ -139,10 +163,10 @@ func (t *atomicTx) Rollback(ctx context.Context) error {
 	if !t.closed.CompareAndSwap(false, true) {
 		return pgx.ErrTxClosed
 	}
-	if _, err := t.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+t.savepoint); err != nil {
+	if _, err := t.exec(ctx, "ROLLBACK TO SAVEPOINT "+t.savepoint); err != nil {
 		return err
 	}
-	_, err := t.conn.Exec(ctx, "RELEASE SAVEPOINT "+t.savepoint)
+	_, err := t.exec(ctx, "RELEASE SAVEPOINT "+t.savepoint)
 	return err
 }
 
@@ -154,28 +178,35 @@ func (t *atomicTx) open() error {
 }
 
 // CopyFrom is the connection's, in the transaction.
-func (t *atomicTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+func (t *atomicTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (n int64, err error) {
 	if err := t.open(); err != nil {
 		return 0, err
 	}
-	return t.conn.CopyFrom(ctx, table, columns, src)
+	err = t.raw(func(conn *pgx.Conn) error {
+		n, err = conn.CopyFrom(ctx, table, columns, src)
+		return err
+	})
+	return n, err
 }
 
-// SendBatch is the connection's, in the transaction.
-func (t *atomicTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return t.conn.SendBatch(ctx, b)
-}
+// SendBatch is not available in an atomic execution: every result it
+// gives fails with an error wrapping idem.ErrConfig.
+func (t *atomicTx) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults { return failedBatch{} }
 
 // LargeObjects is not available in an atomic execution: its zero value
 // fails every call.
 func (t *atomicTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
 
 // Prepare is the connection's.
-func (t *atomicTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+func (t *atomicTx) Prepare(ctx context.Context, name, sql string) (d *pgconn.StatementDescription, err error) {
 	if err := t.open(); err != nil {
 		return nil, err
 	}
-	return t.conn.Prepare(ctx, name, sql)
+	err = t.raw(func(conn *pgx.Conn) error {
+		d, err = conn.Prepare(ctx, name, sql)
+		return err
+	})
+	return d, err
 }
 
 // Exec is the connection's, in the transaction.
@@ -183,21 +214,166 @@ func (t *atomicTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Co
 	if err := t.open(); err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	return t.conn.Exec(ctx, sql, args...)
+	return t.exec(ctx, sql, args...)
 }
 
-// Query is the connection's, in the transaction.
+// Query runs the query in the transaction and reads its rows in full.
 func (t *atomicTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if err := t.open(); err != nil {
 		return nil, err
 	}
-	return t.conn.Query(ctx, sql, args...)
+	var out *readRows
+	err := t.raw(func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		out = readAll(rows, conn)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// QueryRow is the connection's, in the transaction.
+// QueryRow is Query's first row.
 func (t *atomicTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return t.conn.QueryRow(ctx, sql, args...)
+	rows, err := t.Query(ctx, sql, args...)
+	return firstRow{rows: rows, err: err}
 }
 
-// Conn is the connection that holds the transaction.
-func (t *atomicTx) Conn() *pgx.Conn { return t.conn }
+// Conn is the connection that holds the transaction. Statements sent on
+// it directly do not wait for the Store's rollback: use the pgx.Tx.
+func (t *atomicTx) Conn() *pgx.Conn {
+	var c *pgx.Conn
+	_ = t.raw(func(conn *pgx.Conn) error { c = conn; return nil })
+	return c
+}
+
+// readRows are a query's rows, read in full while the connection was
+// held.
+type readRows struct {
+	conn    *pgx.Conn
+	typeMap *pgtype.Map
+	fields  []pgconn.FieldDescription
+	values  [][][]byte
+	tag     pgconn.CommandTag
+	err     error
+	at      int // the current row, -1 before the first
+	closed  bool
+}
+
+// readAll reads rows to their end and closes them.
+func readAll(rows pgx.Rows, conn *pgx.Conn) *readRows {
+	defer rows.Close()
+	r := &readRows{conn: conn, typeMap: conn.TypeMap(), at: -1}
+	r.fields = append([]pgconn.FieldDescription(nil), rows.FieldDescriptions()...)
+	for rows.Next() {
+		raw := rows.RawValues()
+		row := make([][]byte, len(raw))
+		for i, v := range raw {
+			if v != nil {
+				row[i] = append([]byte{}, v...)
+			}
+		}
+		r.values = append(r.values, row)
+	}
+	rows.Close()
+	r.err, r.tag = rows.Err(), rows.CommandTag()
+	return r
+}
+
+func (r *readRows) Close() { r.closed = true }
+
+func (r *readRows) Err() error { return r.err }
+
+func (r *readRows) CommandTag() pgconn.CommandTag { return r.tag }
+
+func (r *readRows) FieldDescriptions() []pgconn.FieldDescription { return r.fields }
+
+func (r *readRows) Next() bool {
+	if r.closed || r.err != nil || r.at+1 >= len(r.values) {
+		r.closed = true
+		return false
+	}
+	r.at++
+	return true
+}
+
+func (r *readRows) Scan(dest ...any) error {
+	if r.at < 0 || r.at >= len(r.values) {
+		return errors.New("idempgx: Scan without a row (call Next first)")
+	}
+	return pgx.ScanRow(r.typeMap, r.fields, r.values[r.at], dest...)
+}
+
+func (r *readRows) Values() ([]any, error) {
+	if r.at < 0 || r.at >= len(r.values) {
+		return nil, errors.New("idempgx: Values without a row (call Next first)")
+	}
+	out := make([]any, len(r.fields))
+	for i, buf := range r.values[r.at] {
+		if buf == nil {
+			continue
+		}
+		fd := &r.fields[i]
+		if dt, ok := r.typeMap.TypeForOID(fd.DataTypeOID); ok {
+			v, err := dt.Codec.DecodeValue(r.typeMap, fd.DataTypeOID, fd.Format, buf)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+			continue
+		}
+		if fd.Format == pgx.TextFormatCode {
+			out[i] = string(buf)
+		} else {
+			out[i] = append([]byte{}, buf...)
+		}
+	}
+	return out, nil
+}
+
+func (r *readRows) RawValues() [][]byte {
+	if r.at < 0 || r.at >= len(r.values) {
+		return nil
+	}
+	return r.values[r.at]
+}
+
+func (r *readRows) Conn() *pgx.Conn { return r.conn }
+
+// TypeMap is the connection's.
+func (r *readRows) TypeMap() *pgtype.Map { return r.typeMap }
+
+// firstRow is QueryRow's answer.
+type firstRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (f firstRow) Scan(dest ...any) error {
+	if f.err != nil {
+		return f.err
+	}
+	defer f.rows.Close()
+	if !f.rows.Next() {
+		if err := f.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	return f.rows.Scan(dest...)
+}
+
+// failedBatch is SendBatch's answer.
+type failedBatch struct{}
+
+func (failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, errNoBatch }
+func (failedBatch) Query() (pgx.Rows, error)         { return nil, errNoBatch }
+func (failedBatch) QueryRow() pgx.Row                { return firstRow{err: errNoBatch} }
+func (failedBatch) Close() error                     { return errNoBatch }
+
+// Tx is nil: the batch began no transaction.
+func (failedBatch) Tx() pgx.Tx { return nil }
