@@ -84,6 +84,7 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"middleware.WithErrorWriter":   {"RFC 9457"},
 		"middleware.WithKeep":          {"408, 425, 429"},
 		"tiered.WithObserver":          {"none"},
+		"tiered.WithLogger":            {"slog.Default()"},
 		"middleware.WithScope":         {"required"},
 		"middleware.WithStatuses":      {"below"},
 		"tiered.WithSQL":               {"none"},
