@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,7 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 		"middleware.WithErrorWriter":   {"RFC 9457"},
 		"middleware.WithKeep":          {"408, 425, 429"},
 		"tiered.WithObserver":          {"none"},
+		"tiered.WithLogger":            {"slog.Default()"},
 		"middleware.WithScope":         {"required"},
 		"middleware.WithStatuses":      {"below"},
 		"tiered.WithSQL":               {"none"},
@@ -109,5 +111,48 @@ func TestConfigurationGuideDefaults(t *testing.T) {
 				t.Errorf("docs/configuration.md gives %s the default %q; the code's is %q", opt, strings.TrimSpace(cell), p)
 			}
 		}
+	}
+}
+
+// docs/configuration.md names every exported With… option of every library
+// package of every module (libraryOptions): as a row of the table under its
+// package's constructor ("`pkg.New(…)`:" and then "| `WithX…"), or by its
+// qualified name (`pkg.WithX`) anywhere in the guide. An option added
+// without a word in the guide fails here.
+func TestConfigurationGuideNamesEveryOption(t *testing.T) {
+	doc, err := os.ReadFile("docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	pkg := ""
+	table := regexp.MustCompile("^`([a-z]+)\\.[A-Z][A-Za-z]*[(`]")
+	option := regexp.MustCompile("`(With[A-Za-z]+)")
+	qualified := regexp.MustCompile("`([a-z]+\\.With[A-Za-z]+)")
+	for _, line := range strings.Split(string(doc), "\n") {
+		if m := table.FindStringSubmatch(line); m != nil {
+			pkg = m[1]
+		}
+		if strings.HasPrefix(line, "| `With") && pkg != "" {
+			// The first cell of a row names its options:
+			// "| `WithRecordsTable`, `WithEventsTable` |".
+			for _, m := range option.FindAllStringSubmatch(strings.Split(line, "|")[1], -1) {
+				named[pkg+"."+m[1]] = true
+			}
+		}
+		for _, m := range qualified.FindAllStringSubmatch(line, -1) {
+			named[m[1]] = true
+		}
+	}
+	opts, _ := libraryOptions(t)
+	var missing []string
+	for key := range opts {
+		if !named[key] {
+			missing = append(missing, key)
+		}
+	}
+	sort.Strings(missing)
+	for _, key := range missing {
+		t.Errorf("docs/configuration.md does not name %s: give it a row in its package's table, or name it as %s", key, key)
 	}
 }

@@ -1,6 +1,9 @@
 package idem
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 // The sentinel errors of idem. Layers translate driver errors into these at
 // their boundary, so callers classify errors with errors.Is and never import a
@@ -47,3 +50,26 @@ var (
 	// also wraps ErrUnavailable, as any Wait that cannot go on does).
 	ErrClosed = errors.New("idem: closed")
 )
+
+// NestedConfigError states err, the refusal of a constructor that an option
+// of another package calls (fingerprint.New under an integration's
+// WithFingerprint), as a fault of that option: "WithFingerprint:
+// fingerprint: WithAllow: give …", without ErrConfig's text in the middle,
+// since the outer constructor's own refusal says it once. errors.Is and
+// errors.As still find everything err wraps (ErrConfig,
+// fingerprint.ErrInvalidPath). An err whose text does not start with
+// ErrConfig's is kept as it reads: "option: err".
+func NestedConfigError(option string, err error) error {
+	return &nestedConfigError{option: option, err: err}
+}
+
+type nestedConfigError struct {
+	option string
+	err    error
+}
+
+func (e *nestedConfigError) Error() string {
+	return e.option + ": " + strings.TrimPrefix(e.err.Error(), ErrConfig.Error()+": ")
+}
+
+func (e *nestedConfigError) Unwrap() error { return e.err }

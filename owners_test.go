@@ -41,6 +41,7 @@ var optionMeanings = map[string]string{
 	"tiered.WithRedisFallback": "when the Store switches Redis off, and for how long",
 	"tiered.WithLocalCache":    "the bounds of the Store's in-process cache of results",
 	"tiered.WithObserver":      "who hears the events of a stack (Store, layers, janitor)",
+	"tiered.WithLogger":        "who is told when a Store switches a tier off or on, or finds it misconfigured",
 	"tiered.WithJanitor":       "the background sweeper a Store runs for its lifetime",
 	"tiered.WithFailOpen":      "whether work runs without a decision when the deciding tier is down",
 	"tiered.WithAtomic":        "whether an execution commits in one transaction with its own rows",

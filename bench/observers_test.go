@@ -97,7 +97,7 @@ idem_calls_total{outcome="replayed",tier="local"} 1
 func attr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""

@@ -59,7 +59,7 @@ func UnaryServerInterceptor(store *tiered.Store, opts ...Option) (grpc.UnaryServ
 	fpOpts := append([]fingerprint.Option{fingerprint.WithMaxBytes(0)}, c.fpOpts...)
 	fp, err := fingerprint.New(append(fpOpts, fingerprint.WithCaseSensitiveNames(true))...)
 	if err != nil {
-		errs = append(errs, nested("WithFingerprint", err))
+		errs = append(errs, idem.NestedConfigError("WithFingerprint", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: idemgrpc: %w", idem.ErrConfig, err)

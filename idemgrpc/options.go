@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc/status"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
 	"github.com/idemkit/idem/tiered"
 )
@@ -251,24 +250,6 @@ func WithReplayMetadata(names ...string) Option {
 		return errors.Join(errs...)
 	}
 }
-
-// nested states err, the refusal of fingerprint.New, as a fault of the
-// option that carried fingerprint's options: "WithFingerprint: fingerprint:
-// WithAllow: …", with idem.ErrConfig's text said once, by the
-// interceptor's own refusal. errors.Is still finds what err wraps
-// (fingerprint.ErrInvalidPath).
-func nested(option string, err error) error { return &nestedErr{option, err} }
-
-type nestedErr struct {
-	option string
-	err    error
-}
-
-func (e *nestedErr) Error() string {
-	return e.option + ": " + strings.TrimPrefix(e.err.Error(), idem.ErrConfig.Error()+": ")
-}
-
-func (e *nestedErr) Unwrap() error { return e.err }
 
 // WithPanicHandler sets a function told of each handler panic, with the
 // panic's value and stack, once per panic, on the goroutine that panicked

@@ -49,7 +49,7 @@ func Example() {
 	for _, s := range spans.GetSpans() {
 		attrs := map[string]string{}
 		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		if s.Name == "idem.call" {
 			fmt.Println(s.Name, attrs["idem.outcome"], attrs["idem.tier"])

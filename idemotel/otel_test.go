@@ -73,7 +73,7 @@ func (r *rig) spansNamed(name string) tracetest.SpanStubs {
 func attr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
@@ -110,8 +110,8 @@ func TestSpanPerCall(t *testing.T) {
 			t.Fatalf("idem.key %q, want the digest prefix %q", got, k.String())
 		}
 		for _, a := range c.Attributes {
-			if strings.Contains(a.Value.Emit(), "secret") {
-				t.Fatalf("attribute %s leaks the key: %q", a.Key, a.Value.Emit())
+			if strings.Contains(a.Value.String(), "secret") {
+				t.Fatalf("attribute %s leaks the key: %q", a.Key, a.Value.String())
 			}
 		}
 	}

@@ -3,7 +3,6 @@ package idemwatermill
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -77,7 +76,7 @@ func Payload(opts ...fingerprint.Option) Identity {
 	return Identity{build: func() (identify, error) {
 		b, err := fingerprint.New(opts...)
 		if err != nil {
-			return nil, nested("Payload", err)
+			return nil, idem.NestedConfigError("Payload", err)
 		}
 		return func(msg *message.Message) (string, string, error) {
 			fp, err := b.Sum(msg.Payload)
@@ -183,21 +182,3 @@ func WithLogger(l watermill.LoggerAdapter) Option {
 		return nil
 	}
 }
-
-// nested states err, the refusal of fingerprint.New, as a fault of the
-// function that carried fingerprint's options: "Payload: fingerprint:
-// WithAllow: …", with idem.ErrConfig's text said once, by New's own
-// refusal. errors.Is still finds what err wraps
-// (fingerprint.ErrInvalidPath).
-func nested(option string, err error) error { return &nestedErr{option, err} }
-
-type nestedErr struct {
-	option string
-	err    error
-}
-
-func (e *nestedErr) Error() string {
-	return e.option + ": " + strings.TrimPrefix(e.err.Error(), idem.ErrConfig.Error()+": ")
-}
-
-func (e *nestedErr) Unwrap() error { return e.err }

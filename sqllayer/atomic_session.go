@@ -2,7 +2,6 @@ package sqllayer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -127,10 +126,6 @@ func (l *Layer) isGalera(ctx context.Context, conn bun.IConn) (bool, error) {
 	l.galera.Store(map[bool]int32{true: 1, false: 2}[on])
 	return on, nil
 }
-
-// errCommitRefused is what a commit on an atomic execution's SQLite
-// connection gets while the execution runs, other than its own.
-var errCommitRefused = errors.New("sqllayer: a commit on an atomic execution's connection other than the execution's own (SQLite rolled its transaction back): refused")
 
 // commitGuard refuses, through SQLite's commit hook, every commit on one
 // connection but the atomic execution's own.

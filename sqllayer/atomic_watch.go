@@ -161,8 +161,7 @@ func (a *atomicTx) watch(lease time.Duration, lost context.CancelCauseFunc) (sto
 		confirmed = time.Now()
 	)
 	every := max(lease/3, time.Millisecond)
-	var tick func()
-	tick = func() {
+	tick := func() {
 		defer wg.Done()
 		alive, known := a.l.holdsTx(ctx, a.server, a.timeout)
 		mu.Lock()

@@ -52,7 +52,9 @@
 // A Redis call that fails or exceeds its timeout is skipped and SQL decides
 // alone; after [DefaultRedisFailures] failures in a row Redis is skipped
 // without trying for a cool-down, then probed again. Each switch is reported
-// to the Observer (EventFallbackOn, EventFallbackOff). When the deciding tier
+// once to the Observer (EventFallbackOn, EventFallbackOff) and logged once
+// through the Store's logger ([WithLogger], slog.Default by default); a
+// probe that fails again switches nothing and logs nothing. When the deciding tier
 // (SQL, or Redis in Redis-only mode) cannot answer, Do fails closed with
 // [idem.ErrUnavailable] and fn does not run — unless [WithFailOpen] says to
 // run it without a decision.

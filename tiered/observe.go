@@ -32,12 +32,13 @@ func (s *Store) redisFailed(ctx context.Context, key idem.Key, err error) {
 // misconfigured reports a configuration error of tier once per Store and
 // tier: the observer hears every one (EventTierError), but a Store without
 // an observer would otherwise fail every request without a word in the log
-// (a forgotten Init looks like an outage), so it logs the first through
-// slog.Default.
+// (a forgotten Init looks like an outage), so it logs the first through its
+// logger — as does a Store with an observer whose logger was given
+// (WithLogger).
 func (s *Store) misconfigured(ctx context.Context, tier idem.Tier, err error) {
-	if s.obs != nil || !s.configLogged[tier].CompareAndSwap(false, true) {
+	if s.obs != nil && s.cfg.logger == nil || !s.configLogged[tier].CompareAndSwap(false, true) {
 		return
 	}
-	slog.Default().ErrorContext(ctx, "idem: configuration error: every call that needs this tier fails until it is fixed",
+	logger(s.cfg.logger).ErrorContext(ctx, "idem: configuration error: every call that needs this tier fails until it is fixed",
 		slog.String("tier", tier.String()), slog.String("err", err.Error()))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -54,6 +55,7 @@ type config struct {
 	cacheItems, cacheBytes   int
 	cacheTTL                 time.Duration
 	observer                 idem.Observer
+	logger                   *slog.Logger // WithLogger; nil: slog.Default() when logging
 	janitor                  Runner
 	failOpen                 bool
 	atomic                   bool        // WithAtomic
@@ -218,6 +220,24 @@ func WithLocalCache(items, bytes int, ttl time.Duration) Option {
 			return fmt.Errorf("WithLocalCache: give 0 items (no cache), or positive items, bytes and ttl (got %d, %d, %v)", items, bytes, ttl)
 		}
 		c.cacheItems, c.cacheBytes, c.cacheTTL = items, bytes, ttl
+		return nil
+	}
+}
+
+// WithLogger sets the logger of what an operator must hear of a Store
+// even without an observer: Redis switched off after WithRedisFallback's
+// failures in a row (Warn) and back on after a probe answers (Info), each
+// once per change, never once per failed call or probe; and the first
+// configuration error of each tier (Error, such as a forgotten Init).
+// Default nil: slog.Default() at the time of each message. To hear nothing,
+// give slog.New(slog.DiscardHandler). An observer (WithObserver) hears the
+// same changes as EventFallbackOn and EventFallbackOff, and every failure
+// besides. go-redis writes its own messages, such as a failed dial, through
+// a process-wide logger of its own: redislayer.NewClientLogger sends them to
+// a *slog.Logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.logger = l
 		return nil
 	}
 }

@@ -88,7 +88,7 @@ func New(opts ...Option) (*Store, error) {
 	if s.redis != nil {
 		s.waiter, _ = s.redis.(idem.Waiter)
 		s.filler, _ = s.redis.(idem.Filler)
-		s.health = newHealth(cfg.redisFailures, cfg.redisCooldown, cfg.observer)
+		s.health = newHealth(cfg.redisFailures, cfg.redisCooldown, cfg.observer, cfg.logger, cfg.sql != nil)
 		if s.sql != nil {
 			// A new Store expects duplicates, so that its first ones (a
 			// restart amid retries) cost the database nothing; the first

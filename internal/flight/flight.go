@@ -59,12 +59,10 @@ type Table[K comparable, V any] struct {
 // for the same reason.
 const lineSize = 128
 
-// shardHead is a shard's fields without its padding: their size decides
-// the padding.
-type shardHead struct {
-	mu    sync.Mutex
-	calls map[uint64]unsafe.Pointer
-}
+// shardHead is the size of a shard's fields without its padding (a mutex,
+// then a map, which needs no alignment padding after the mutex): it
+// decides the padding.
+const shardHead = unsafe.Sizeof(sync.Mutex{}) + unsafe.Sizeof(map[uint64]unsafe.Pointer(nil))
 
 // shard is one independently locked part of a Table. calls is indexed by
 // the calls' hashes; the calls whose hashes are equal (the same key, or
@@ -80,7 +78,7 @@ type shard[K comparable, V any] struct {
 	mu    sync.Mutex // guards calls, and the next, done, joined and cancel fields of every call in it
 	calls map[uint64]*Call[K, V]
 
-	_ [lineSize - unsafe.Sizeof(shardHead{})%lineSize]byte // pad to whole lines
+	_ [lineSize - shardHead%lineSize]byte // pad to whole lines
 }
 
 func (t *Table[K, V]) shard(hash uint64) *shard[K, V] { return &t.shards[hash%Shards] }

@@ -2,7 +2,6 @@ package option
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/idemkit/idem"
 )
@@ -50,13 +49,8 @@ func (r *refusal) Unwrap() []error { return []error{idem.ErrConfig, r.faults} }
 
 // Nested states err, the refusal of a constructor that an option of
 // another package calls (fingerprint.New under middleware.WithFingerprint),
-// as a fault of that option: "option: pkg: WithZ: what to do", without a
-// second idem.ErrConfig text in the middle of the first. errors.Is and
-// errors.As still find every fault in it (fingerprint.ErrInvalidPath).
-func Nested(option string, err error) error {
-	var r *refusal
-	if errors.As(err, &r) {
-		return fmt.Errorf("%s: %s: %w", option, r.pkg, r.faults)
-	}
-	return fmt.Errorf("%s: %w", option, err)
-}
+// as a fault of that option, as idem.NestedConfigError does for the
+// integration modules: "option: pkg: WithZ: what to do", without a second
+// idem.ErrConfig text in the middle of the first. errors.Is and errors.As
+// still find every fault in it (fingerprint.ErrInvalidPath).
+func Nested(option string, err error) error { return idem.NestedConfigError(option, err) }

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// endingsTable renders Endings as the Markdown table README.md publishes.
+// endingsTable renders Endings as the Markdown table docs/http.md publishes.
 func endingsTable() string {
 	var b strings.Builder
 	b.WriteString("| the handler … | reservation | the first caller gets | stored | a retry gets | runs | in the atomic mode |\n")
@@ -26,19 +26,19 @@ func endingsTable() string {
 	return b.String()
 }
 
-// README.md publishes the handler-ending table as the contract: it must be
-// Endings, row for row. IDEM_PRINT_ENDINGS=1 prints the table to paste.
-func TestReadmeEndings(t *testing.T) {
+// docs/http.md publishes the handler-ending table as the contract: it must
+// be Endings, row for row. IDEM_PRINT_ENDINGS=1 prints the table to paste.
+func TestGuideEndings(t *testing.T) {
 	want := endingsTable()
 	if os.Getenv("IDEM_PRINT_ENDINGS") != "" {
 		fmt.Print(want)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../docs/http.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), want) {
-		t.Fatalf("README.md does not publish the handler-ending table as Endings gives it; run with IDEM_PRINT_ENDINGS=1 and paste:\n%s", want)
+	if !strings.Contains(string(guide), want) {
+		t.Fatalf("docs/http.md does not publish the handler-ending table as Endings gives it; run with IDEM_PRINT_ENDINGS=1 and paste:\n%s", want)
 	}
 	seen := map[string]bool{}
 	for _, e := range Endings() {

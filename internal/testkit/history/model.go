@@ -1,9 +1,6 @@
 package history
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // Outcome is how one call of Do ended, as the caller saw it. The recorder
 // maps the Store's answer to it; the checker never sees an error value.
@@ -359,9 +356,4 @@ func (h *History) span() (first, last int64) {
 		see(h.Finals[i].At)
 	}
 	return first, last
-}
-
-// fmtSpan renders a duration between two history times.
-func fmtSpan(from, to int64) string {
-	return time.Duration(to - from).String()
 }
