@@ -301,19 +301,6 @@ func (r *jsRig) waitMark(what, id string) string {
 	}
 }
 
-// ledgerCounts returns the number of ledger rows per message.
-//
-//lint:ignore U1000 no test calls it now; the module's owner decides its fate
-func (r *jsRig) ledgerCounts() map[string]int {
-	r.t.Helper()
-	rows := r.ledgerRows()
-	out := map[string]int{}
-	for _, l := range rows {
-		out[l.msg]++
-	}
-	return out
-}
-
 type ledgerRow struct {
 	msg, node     string
 	delivery, seq uint64

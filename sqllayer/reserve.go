@@ -202,16 +202,9 @@ func (l *Layer) reserve(ctx context.Context, c *claim) (idem.Record, bool, error
 	return idem.Record{}, false, errRounds
 }
 
-// insertMySQL claims a free key with a plain INSERT. ok is false when the key
-// is taken (error 1062).
-//
-//lint:ignore U1000 unused since the atomic claim's insertMySQLIn; the package's owner decides its fate
-func (l *Layer) insertMySQL(ctx context.Context, q querier, c *claim, token string) (idem.Record, bool, error) {
-	return l.insertMySQLIn(ctx, q, l.st.insert, c, token)
-}
-
-// insertMySQLIn is insertMySQL with the statement query, the insert as an
-// atomic claim sends it.
+// insertMySQLIn claims a free key with query, a plain INSERT (the insert
+// as an atomic claim sends it). ok is false when the key is taken (error
+// 1062).
 func (l *Layer) insertMySQLIn(ctx context.Context, q querier, query string, c *claim, token string) (idem.Record, bool, error) {
 	res, err := q.exec(ctx, query, c.args(token, nil)...)
 	if err != nil {
