@@ -137,7 +137,9 @@ func ratios(all map[[3]string]*series, units []string) []ratio {
 	for k := range all {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b [3]string) int { return strings.Compare(a[0]+"\x00"+a[2]+"\x00"+a[1], b[0]+"\x00"+b[2]+"\x00"+b[1]) })
+	slices.SortFunc(keys, func(a, b [3]string) int {
+		return strings.Compare(a[0]+"\x00"+a[2]+"\x00"+a[1], b[0]+"\x00"+b[2]+"\x00"+b[1])
+	})
 	var out []ratio
 	for _, k := range keys {
 		s := all[k]
