@@ -32,6 +32,9 @@ import (
 //	                      least a read of one shared value costs
 //	op=lru-hot     idem:  the local cache itself (internal/lru) hit on one key
 //	               floor: the floor of op=hot-key
+//	op=scaling     each path (and the two floors) in alternating turns at 1
+//	               and 16 goroutines: t16/t1, an op's time at 16 over its
+//	               time at 1 (see scaling)
 //
 // No op writes a shared counter of its own: each goroutine picks its keys
 // from its own cursor, so that the benchmark adds no contention.
@@ -117,6 +120,17 @@ func BenchmarkMemory(b *testing.B) {
 		}
 		_ = time.Now() // as the cache reads the clock for the expiry
 	})
+	b.Run("op=scaling", func(b *testing.B) {
+		for _, c := range []struct {
+			op   string
+			body func() func()
+		}{
+			{"replay", replay}, {"store-replay", storeReplay}, {"hot-key", hotKey}, {"lru-hot", lruHot},
+			{"floor-replay", floorReplay}, {"floor-hot", floorHot},
+		} {
+			b.Run("path="+c.op, func(b *testing.B) { scaling(b, c.body) })
+		}
+	})
 	for _, n := range goroutines {
 		for _, c := range []struct {
 			op, impl string
@@ -134,6 +148,44 @@ func BenchmarkMemory(b *testing.B) {
 			b.Run(name(c.op, n, c.impl), func(b *testing.B) { perGoroutine(b, n, c.body) })
 		}
 	}
+}
+
+// scalingTurn is how many ops each turn of scaling runs.
+const scalingTurn = 16000
+
+// scaling runs the body in turns, one of scalingTurn ops on one goroutine,
+// then one of as many ops shared by 16 goroutines, for b.N turns each, and
+// reports t16/t1: the time an op took at 16 goroutines over its time at
+// one, summed over the turns. Turns of a few milliseconds put a change of
+// the machine's load on both alike, as separate benchmarks a second apart
+// do not. Below 1 the path scales: 0.5 is twice the throughput at 16.
+func scaling(b *testing.B, newBody func() func()) {
+	b.ReportAllocs()
+	one := newBody()
+	bodies := make([]func(), 16)
+	for i := range bodies {
+		bodies[i] = newBody()
+	}
+	var t1, t16 time.Duration
+	for b.Loop() {
+		start := time.Now()
+		for range scalingTurn {
+			one()
+		}
+		t1 += time.Since(start)
+		start = time.Now()
+		var wg sync.WaitGroup
+		for _, body := range bodies {
+			wg.Go(func() {
+				for range scalingTurn / len(bodies) {
+					body()
+				}
+			})
+		}
+		wg.Wait()
+		t16 += time.Since(start)
+	}
+	b.ReportMetric(float64(t16)/float64(t1), "t16/t1")
 }
 
 // perGoroutine runs n goroutines in total (a plain loop for 1), each

@@ -13,5 +13,8 @@
 // ratios as a dot and their range as a bar, on a log scale on which 1 is the
 // floor. A ratio is a cost: time and other "lower is better" units divide
 // the impl by its floor, throughputs (a unit ending in "/s") the floor by
-// the impl, so that above 1 is always worse than the floor.
+// the impl, so that above 1 is always worse than the floor. A unit that is
+// a ratio already (-direct, such as t16/t1: an op's time at 16 goroutines
+// over its time at 1) is drawn as it is, its median and range over the
+// runs.
 package main

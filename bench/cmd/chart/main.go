@@ -32,7 +32,8 @@ type ratio struct {
 
 func main() {
 	out := flag.String("o", "", "the SVG to write (default: standard output)")
-	units := flag.String("units", "sec/op,claims/s,p99-ms", "the units to draw, comma-separated (ns/op is sec/op)")
+	units := flag.String("units", "sec/op,claims/s,p99-ms", "the units to draw against a floor, comma-separated (ns/op is sec/op)")
+	direct := flag.String("direct", "t16/t1", "the units that are ratios already, drawn as they are, comma-separated")
 	title := flag.String("title", "Each path's cost against its floor (median of the runs, bar: their range)", "the chart's title")
 	flag.Parse()
 	var in []io.Reader
@@ -51,7 +52,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	lines := ratios(all, strings.Split(*units, ","))
+	lines := append(ratios(all, strings.Split(*units, ",")), directs(all, strings.Split(*direct, ","))...)
 	if len(lines) == 0 {
 		fail(fmt.Errorf("no benchmark with an impl and its floor (%s) in the input", strings.Join(floors, ", ")))
 	}
@@ -96,9 +97,6 @@ func parse(r io.Reader) (map[[3]string]*series, error) {
 			}
 		}
 		path, impl := splitImpl(name)
-		if impl == "" {
-			continue
-		}
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
@@ -153,7 +151,7 @@ func ratios(all map[[3]string]*series, units []string) []ratio {
 				break
 			}
 		}
-		if ref == nil || ref == s || slices.Contains(floors, s.impl) && slices.Index(floors, s.impl) < slices.Index(floors, ref.impl) {
+		if ref == nil || ref == s || s.impl == "" || slices.Contains(floors, s.impl) && slices.Index(floors, s.impl) < slices.Index(floors, ref.impl) {
 			continue
 		}
 		n := min(len(s.values), len(ref.values))
@@ -171,10 +169,7 @@ func ratios(all map[[3]string]*series, units []string) []ratio {
 			continue
 		}
 		slices.Sort(rs)
-		med := rs[len(rs)/2]
-		if len(rs)%2 == 0 {
-			med = math.Sqrt(rs[len(rs)/2-1] * rs[len(rs)/2])
-		}
+		med := median(rs)
 		label := strings.TrimPrefix(s.path, "Benchmark") + ": " + s.impl + " ÷ " + ref.impl
 		if s.unit != "sec/op" {
 			label += " (" + s.unit + ")"
@@ -182,6 +177,35 @@ func ratios(all map[[3]string]*series, units []string) []ratio {
 		out = append(out, ratio{label: label, med: med, low: rs[0], high: rs[len(rs)-1], runs: len(rs)})
 	}
 	return out
+}
+
+// directs returns the results in units that are ratios already (a cost
+// against another measure of the same run, such as t16/t1), as lines of
+// their own.
+func directs(all map[[3]string]*series, units []string) []ratio {
+	var out []ratio
+	for _, s := range all {
+		if !slices.Contains(units, s.unit) || len(s.values) == 0 {
+			continue
+		}
+		rs := slices.Sorted(slices.Values(s.values))
+		label := strings.TrimPrefix(s.path, "Benchmark") + ": " + s.impl + " (" + s.unit + ")"
+		if s.impl == "" {
+			label = strings.TrimPrefix(s.path, "Benchmark") + " (" + s.unit + ")"
+		}
+		out = append(out, ratio{label: label, med: median(rs), low: rs[0], high: rs[len(rs)-1], runs: len(rs)})
+	}
+	slices.SortFunc(out, func(a, b ratio) int { return strings.Compare(a.label, b.label) })
+	return out
+}
+
+// median returns the median of sorted rs, the geometric mean of the two
+// middle ones for an even count.
+func median(rs []float64) float64 {
+	if len(rs)%2 == 0 {
+		return math.Sqrt(rs[len(rs)/2-1] * rs[len(rs)/2])
+	}
+	return rs[len(rs)/2]
 }
 
 // hasMetric reports whether s's benchmark reports a unit of units other

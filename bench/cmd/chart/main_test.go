@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -18,16 +19,19 @@ BenchmarkA/op=x/impl=idem-2    100  400 ns/op  16 B/op  1 allocs/op
 BenchmarkA/op=x/impl=floor-2   100  100 ns/op   0 B/op  0 allocs/op
 BenchmarkA/op=x/impl=idem-2    100  200 ns/op  16 B/op  1 allocs/op
 BenchmarkA/op=x/impl=floor-2   100  100 ns/op   0 B/op  0 allocs/op
+BenchmarkS/path=p-2   10  5 ns/op  0.5 t16/t1
+BenchmarkS/path=p-2   10  5 ns/op  0.7 t16/t1
 `
 	all, err := parse(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := ratios(all, []string{"sec/op", "claims/s", "p99-ms"})
+	got := append(ratios(all, []string{"sec/op", "claims/s", "p99-ms"}), directs(all, []string{"t16/t1"})...)
 	want := []ratio{
 		{label: "A/op=x: idem ÷ floor", med: 3, low: 2, high: 4, runs: 3},
 		{label: "J/op=y: paced ÷ none (claims/s)", med: 1000.0 / 900, low: 1000.0 / 900, high: 1000.0 / 900, runs: 1},
 		{label: "J/op=y: paced ÷ none (p99-ms)", med: 1.5, low: 1.5, high: 1.5, runs: 1},
+		{label: "S/path=p (t16/t1)", med: math.Sqrt(0.5 * 0.7), low: 0.5, high: 0.7, runs: 2},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
