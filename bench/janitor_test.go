@@ -27,8 +27,9 @@ const sweptRows = 100_000
 //
 //	impl=none     no sweep: the rows stay; a window of 5 s
 //	impl=unpaced  a Janitor that deletes without pausing, 500 rows a
-//	              statement (WithDutyCycle(1), WithStatementTime(1h): the
-//	              janitor before pacing); the window is the sweep
+//	              statement after a first 100, 200 and 400
+//	              (WithDutyCycle(1), WithStatementTime(1h): the janitor
+//	              before pacing, near enough); the window is the sweep
 //	impl=paced    a Janitor with the default pace; the window is the sweep,
 //	              at most 10 s (the sweep is then cancelled)
 //
