@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer soak-watermill soak-locks queue-load infra-galera
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all bench-floors bench-chart soak soak-consumer soak-watermill soak-locks queue-load infra-galera
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone;
@@ -168,6 +168,29 @@ queue-load:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./bench/ | tee bench.txt
 	$(BENCHSTAT) -col /impl bench.txt
+
+# bench-floors: each path against its floor (docs/benchmarks.md, "Each path
+# against its floor"): the fingerprint, a 1 MiB body through the
+# middleware, the in-memory paths at 1 and 16 goroutines, and claims beside
+# a janitor's sweep of 100,000 rows, COUNT runs of -count 1 one after the
+# other so that a change of the machine's load falls on every
+# implementation alike, with the load average before each run; then the
+# benchstat tables and the chart. Postgres when IDEM_POSTGRES_DSN names one.
+FLOORS = ^(BenchmarkFingerprint|BenchmarkHTTPBody|BenchmarkMemory)$$
+bench-floors:
+	cd bench && $(GO) test -c -o floors.test . && rm -f ../docs/benchmarks.txt && \
+	for i in $$(seq $(COUNT)); do \
+	  echo "# run $$i: $$(uptime)" >> ../docs/benchmarks.txt; \
+	  ./floors.test -test.run '^$$' -test.bench '$(FLOORS)' -test.benchmem -test.benchtime $(BENCHTIME) >> ../docs/benchmarks.txt && \
+	  ./floors.test -test.run '^$$' -test.bench '^BenchmarkJanitor$$' -test.benchmem -test.benchtime 1x >> ../docs/benchmarks.txt || exit 1; \
+	done; rm -f floors.test
+	$(BENCHSTAT) -col /impl docs/benchmarks.txt
+	$(MAKE) bench-chart
+
+# bench-chart: docs/benchmarks.svg, each path's ratio to its floor with its
+# spread, drawn from the output of make bench-floors (docs/benchmarks.txt).
+bench-chart:
+	cd bench && $(GO) run ./cmd/chart -o ../docs/benchmarks.svg ../docs/benchmarks.txt
 
 # bench-all: every benchmark of every package.
 bench-all:

@@ -65,11 +65,14 @@ var optionMeanings = map[string]string{
 	"memlayer.WithClock": "the in-memory layer's own clock, which decides its leases and expiries",
 
 	// janitor.
-	"janitor.WithInterval": "how often the janitor sweeps",
-	"janitor.WithBatch":    "how many rows one janitor DELETE removes",
-	"janitor.WithLock":     "the Redis client of the lock that makes instances sweep in turn",
-	"janitor.WithLockKey":  "the Redis key of the janitor's lock",
-	"janitor.WithLockTTL":  "how long the janitor's lock lives without a refresh",
+	"janitor.WithInterval":      "how often the janitor sweeps",
+	"janitor.WithBatch":         "how many rows one janitor DELETE removes",
+	"janitor.WithLock":          "the Redis client of the lock that makes instances sweep in turn",
+	"janitor.WithLockKey":       "the Redis key of the janitor's lock",
+	"janitor.WithLockTTL":       "how long the janitor's lock lives without a refresh",
+	"janitor.WithStatementTime": "how long one paced janitor DELETE aims to run",
+	"janitor.WithDutyCycle":     "the share of a paced sweep's time spent in DELETE statements",
+	"janitor.WithRate":          "the most rows a second a paced sweep deletes",
 
 	// fingerprint: what "the same request" means.
 	"fingerprint.WithAllow":              "the only body fields that count in a fingerprint",

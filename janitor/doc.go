@@ -16,7 +16,12 @@
 //	go j.Run(ctx) // or tiered.WithJanitor(j): the Store runs it and stops it on Close
 //
 // Each sweep deletes in statements of at most the batch size (default
-// 500), so no statement holds locks long. When Redis cannot be reached the
+// 500), so no statement holds locks long. A sweep of a BatchSweeper (a
+// *sqllayer.Layer) is paced by what it costs the database: each statement
+// is sized to run about WithStatementTime (10 ms) from the cost of a row
+// the statements before it measured, and the sweep pauses after each so
+// that statements run WithDutyCycle's share (a fifth) of its time, at most
+// WithRate rows a second when that is set. When Redis cannot be reached the
 // janitor does not wait for it: it sweeps without the lock, in small
 // batches (at most 50 rows a statement), which is safe because each DELETE
 // of expired rows is idempotent — at worst two instances contend for a few

@@ -72,6 +72,9 @@ type config struct {
 	locks    *redislock.Client // nil: no lock
 	key      string
 	ttl      time.Duration
+	stmtTime time.Duration // the time a paced statement aims at
+	duty     float64       // the share of a paced sweep's time in statements
+	rate     int           // at most this many rows a second; 0: no bound
 }
 
 // WithInterval sets how often the Janitor sweeps. Default DefaultInterval;
@@ -139,7 +142,8 @@ func WithLockTTL(d time.Duration) Option {
 // New returns a Janitor over s. A nil s and options given nonsense make it
 // fail with one error that names each fault and wraps idem.ErrConfig.
 func New(s Sweeper, opts ...Option) (*Janitor, error) {
-	c := config{interval: DefaultInterval, batch: DefaultBatch, key: DefaultLockKey, ttl: DefaultLockTTL}
+	c := config{interval: DefaultInterval, batch: DefaultBatch, key: DefaultLockKey, ttl: DefaultLockTTL,
+		stmtTime: DefaultStatementTime, duty: DefaultDutyCycle}
 	faults := option.Apply(&c, opts)
 	if s == nil {
 		faults = append(faults, errors.New("New: give a Sweeper, such as a *sqllayer.Layer (got nil)"))
@@ -180,7 +184,7 @@ func (j *Janitor) Sweep(ctx context.Context) (deleted int64, swept bool, err err
 		}
 	}()
 	if j.locks == nil {
-		deleted, err = j.sweeper.DeleteExpired(ctx, j.batch)
+		deleted, err = j.sweep(ctx, j.batch)
 		return deleted, true, err
 	}
 	lock, err := j.locks.Obtain(ctx, j.key, j.ttl, nil)
@@ -196,14 +200,14 @@ func (j *Janitor) Sweep(ctx context.Context) (deleted int64, swept bool, err err
 		if obs := idem.ObserverFrom(ctx); obs != nil {
 			obs.Observe(ctx, idem.Event{Kind: idem.EventTierError, Tier: idem.TierRedis, Err: fmt.Errorf("janitor: taking the lock: %w", err)})
 		}
-		deleted, err = j.sweeper.DeleteExpired(ctx, min(j.batch, lockless))
+		deleted, err = j.sweep(ctx, min(j.batch, lockless))
 		return deleted, true, err
 	}
 	sweepCtx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	wg.Go(func() { j.hold(sweepCtx, cancel, lock, stop) })
-	deleted, err = j.sweeper.DeleteExpired(sweepCtx, j.batch)
+	deleted, err = j.sweep(sweepCtx, j.batch)
 	close(stop)
 	wg.Wait()
 	if cause := context.Cause(sweepCtx); err != nil && errors.Is(cause, errLockLost) {

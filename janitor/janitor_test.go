@@ -312,11 +312,14 @@ func TestNewValidates(t *testing.T) {
 	// Each error names the package and the option at fault, and says what
 	// to give instead.
 	for name, opt := range map[string]janitor.Option{
-		"WithInterval": janitor.WithInterval(0),
-		"WithBatch":    janitor.WithBatch(-1),
-		"WithLockTTL":  janitor.WithLockTTL(time.Millisecond),
-		"WithLockKey":  janitor.WithLockKey(""),
-		"WithLock":     janitor.WithLock(nil),
+		"WithInterval":      janitor.WithInterval(0),
+		"WithBatch":         janitor.WithBatch(-1),
+		"WithLockTTL":       janitor.WithLockTTL(time.Millisecond),
+		"WithLockKey":       janitor.WithLockKey(""),
+		"WithLock":          janitor.WithLock(nil),
+		"WithStatementTime": janitor.WithStatementTime(0),
+		"WithDutyCycle":     janitor.WithDutyCycle(1.5),
+		"WithRate":          janitor.WithRate(0),
 	} {
 		_, err := janitor.New(l, opt)
 		if want := "idem: configuration error: janitor: " + name + ": give "; !errors.Is(err, idem.ErrConfig) || !strings.HasPrefix(fmt.Sprint(err), want) {

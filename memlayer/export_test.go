@@ -1,12 +1,15 @@
 package memlayer
 
-// Sweep runs the layer's lazy sweep over every entry now, as enough
-// successive sweeps during Reserve calls would.
+// Sweep runs the layer's lazy sweep over every entry of every shard now,
+// as enough successive sweeps during Reserve calls would.
 func Sweep(l *Layer) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	now := l.clock()
-	for range (l.used + sweepVisit - 1) / sweepVisit {
-		l.sweep(now)
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		for range (s.used + sweepVisit - 1) / sweepVisit {
+			s.sweep(now)
+		}
+		s.mu.Unlock()
 	}
 }

@@ -18,9 +18,17 @@ import (
 
 var _ idem.Layer = (*Layer)(nil)
 
-// sweepEvery is how many Reserve calls pass between two sweeps of expired
-// records.
-const sweepEvery = 1024
+// shardCount is how many independently locked shards hold a layer's
+// records, each chosen by a byte of its key's digest (uniform: a digest is
+// a cryptographic hash). With one lock, calls on every core queued behind
+// each other; calls on different keys now meet only when their keys share
+// a shard.
+const shardCount = 16
+
+// sweepEvery is how many Reserve calls on a shard pass between two sweeps
+// of its expired records: the whole layer sweeps about once every
+// shardCount*sweepEvery (1024) Reserve calls.
+const sweepEvery = 64
 
 // A chunk of the layer's storage holds chunkSize entries.
 const (
@@ -61,13 +69,23 @@ type Layer struct {
 	mono bool      // now is time.Now: read its monotonic clock alone
 	base time.Time // now's reading when the layer was made
 
-	// The records. Their entries live in chunks that never move and are
-	// found through index by their key's digest: a record costs no
-	// allocation of its own (its token and result aside), and the index
-	// holds no pointers, so that the garbage collector never reads it.
-	// Entries that records left are chained from free and taken again
-	// first; a sweep walks the entries in order from sweepAt.
-	mu      sync.Mutex // guards everything below
+	// shards hold the records, a key's in shards[digest[0]%shardCount].
+	// Every call touches one key, so one shard: calls on keys of
+	// different shards never wait for each other.
+	shards [shardCount]shard
+}
+
+// shard is one part of a layer's records. Its entries live in chunks that
+// never move and are found through index by their key's digest: a record
+// costs no allocation of its own (its token and result aside), and the
+// index holds no pointers, so that the garbage collector never reads it.
+// Entries that records left are chained from free and taken again first; a
+// sweep walks the entries in order from sweepAt.
+type shard struct {
+	// mu guards everything below. Get, which changes nothing unless it
+	// finds its record expired, reads under mu.RLock, so that readers of
+	// one shard (replays of one key) do not queue behind each other.
+	mu      sync.RWMutex
 	index   map[[idem.KeySize]byte]int
 	chunks  []*[chunkSize]entry
 	used    int // entries handed out at least once; chunks hold them all
@@ -75,11 +93,13 @@ type Layer struct {
 	sweepAt int
 	ops     int
 	tokens  *rand.ChaCha8 // the owner tokens' randomness: see token
+
+	_ [64]byte // keep neighbouring shards' locks off one cache line
 }
 
 // entry is one stored record, or an unused place for one (inUse false). It
-// is only read or written with Layer.mu held. Its times are the layer's
-// (see Layer.clock).
+// is only read or written with its shard's mu held. Its times are the
+// layer's (see Layer.clock).
 type entry struct {
 	digest      [idem.KeySize]byte // its key's
 	inUse       bool
@@ -104,15 +124,25 @@ func New(opts ...Option) (*Layer, error) {
 	if err := option.Refuse("memlayer", option.Apply(&c, opts)...); err != nil {
 		return nil, err
 	}
-	l := &Layer{now: time.Now, mono: true, index: make(map[[idem.KeySize]byte]int), free: -1}
+	l := &Layer{now: time.Now, mono: true}
 	if c.now != nil {
 		l.now, l.mono = c.now, false
 	}
-	var seed [32]byte
-	_, _ = crand.Read(seed[:]) // crypto/rand.Read never fails (Go 1.24+).
-	l.tokens = rand.NewChaCha8(seed)
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.index, s.free = make(map[[idem.KeySize]byte]int), -1
+		var seed [32]byte
+		_, _ = crand.Read(seed[:]) // crypto/rand.Read never fails (Go 1.24+).
+		s.tokens = rand.NewChaCha8(seed)
+	}
 	l.base = l.now()
 	return l, nil
+}
+
+// shard returns the shard of key.
+func (l *Layer) shard(key idem.Key) *shard {
+	d := key.Digest()
+	return &l.shards[int(d[0])%shardCount]
 }
 
 // clock reads the layer's clock: nanoseconds since base. With the default
@@ -154,39 +184,44 @@ func claimLife(lease, ttl time.Duration) time.Duration {
 // Len returns how many records are stored, expired ones not yet swept
 // included.
 func (l *Layer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.index)
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.RLock()
+		n += len(s.index)
+		s.mu.RUnlock()
+	}
+	return n
 }
 
-// entry returns entry i. l.mu must be held.
-func (l *Layer) entry(i int) *entry { return &l.chunks[i>>chunkBits][i&(chunkSize-1)] }
+// entry returns entry i. s.mu must be held.
+func (s *shard) entry(i int) *entry { return &s.chunks[i>>chunkBits][i&(chunkSize-1)] }
 
 // add stores a new entry for the key whose digest is d and returns it, to
-// be filled in. l.mu must be held.
-func (l *Layer) add(d [idem.KeySize]byte) *entry {
-	i := l.free
+// be filled in. s.mu must be held.
+func (s *shard) add(d [idem.KeySize]byte) *entry {
+	i := s.free
 	if i >= 0 {
-		l.free = l.entry(i).next
+		s.free = s.entry(i).next
 	} else {
-		if l.used == len(l.chunks)*chunkSize {
-			l.chunks = append(l.chunks, new([chunkSize]entry))
+		if s.used == len(s.chunks)*chunkSize {
+			s.chunks = append(s.chunks, new([chunkSize]entry))
 		}
-		i = l.used
-		l.used++
+		i = s.used
+		s.used++
 	}
-	l.index[d] = i
-	e := l.entry(i)
+	s.index[d] = i
+	e := s.entry(i)
 	e.digest, e.inUse = d, true
 	return e
 }
 
-// remove forgets entry i, which is in use. l.mu must be held.
-func (l *Layer) remove(i int) {
-	e := l.entry(i)
-	delete(l.index, e.digest)
-	*e = entry{next: l.free} // and lets go of its strings and result
-	l.free = i
+// remove forgets entry i, which is in use. s.mu must be held.
+func (s *shard) remove(i int) {
+	e := s.entry(i)
+	delete(s.index, e.digest)
+	*e = entry{next: s.free} // and lets go of its strings and result
+	s.free = i
 }
 
 func check(ctx context.Context, key idem.Key) error {
@@ -196,17 +231,27 @@ func check(ctx context.Context, key idem.Key) error {
 	return ctx.Err()
 }
 
-// live returns the unexpired entry for key, deleting an expired one. l.mu
-// must be held.
-func (l *Layer) live(key idem.Key, now int64) *entry {
-	i, ok := l.index[key.Digest()]
+// find returns the entry for key, expired or not; nil when there is none.
+// s.mu must be held, for reading at least.
+func (s *shard) find(key idem.Key) *entry {
+	i, ok := s.index[key.Digest()]
 	if !ok {
 		return nil
 	}
-	if e := l.entry(i); now < e.expiresAt {
+	return s.entry(i)
+}
+
+// live returns the unexpired entry for key, deleting an expired one. s.mu
+// must be held.
+func (s *shard) live(key idem.Key, now int64) *entry {
+	i, ok := s.index[key.Digest()]
+	if !ok {
+		return nil
+	}
+	if e := s.entry(i); now < e.expiresAt {
 		return e
 	}
-	l.remove(i)
+	s.remove(i)
 	return nil
 }
 
@@ -236,10 +281,10 @@ func (e *entry) record(l *Layer, key idem.Key, now int64) idem.Record {
 // seeded from crypto/rand when the layer is made: a cryptographic generator,
 // as crypto/rand is, without a call into the kernel for every token. l.mu
 // must be held.
-func (l *Layer) token() string {
+func (s *shard) token() string {
 	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], l.tokens.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], l.tokens.Uint64())
+	binary.LittleEndian.PutUint64(b[:8], s.tokens.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], s.tokens.Uint64())
 	var t [idem.TokenSize]byte
 	base64.RawURLEncoding.Encode(t[:], b[:])
 	return string(t[:])
@@ -257,14 +302,15 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	if len(fingerprint) > idem.MaxFingerprint {
 		return idem.Record{}, false, fmt.Errorf("memlayer: fingerprint of %d bytes, limit idem.MaxFingerprint (%d)", len(fingerprint), idem.MaxFingerprint)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	now := l.clock()
-	l.ops++
-	if l.ops%sweepEvery == 0 {
-		l.sweep(now)
+	sh.ops++
+	if sh.ops%sweepEvery == 0 {
+		sh.sweep(now)
 	}
-	e := l.live(key, now)
+	e := sh.live(key, now)
 	if e != nil {
 		if e.state != idem.StateInProgress || e.fingerprint != fingerprint || now < e.leaseUntil {
 			return e.record(l, key, now), false, nil
@@ -282,10 +328,10 @@ func (l *Layer) Reserve(ctx context.Context, key idem.Key, fingerprint string, l
 	// New claim, or takeover of a lease whose grace lapsed too.
 	tookOver := e != nil
 	if !tookOver {
-		e = l.add(key.Digest())
+		e = sh.add(key.Digest())
 	}
 	e.fingerprint, e.state, e.grace, e.result = fingerprint, idem.StateInProgress, false, nil
-	e.token = l.token()
+	e.token = sh.token()
 	e.leaseUntil = later(now, lease)
 	e.expiresAt = later(now, claimLife(lease, ttl))
 	r := e.record(l, key, now)
@@ -304,10 +350,11 @@ func (l *Layer) Complete(ctx context.Context, key idem.Key, token string, result
 	if ttl <= 0 {
 		return fmt.Errorf("memlayer: ttl must be positive (%v)", ttl)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	now := l.clock()
-	e := l.live(key, now)
+	e := sh.live(key, now)
 	if e == nil || e.token != token || token == "" {
 		return idem.ErrLeaseLost
 	}
@@ -326,16 +373,17 @@ func (l *Layer) Release(ctx context.Context, key idem.Key, token string) error {
 	if err := check(ctx, key); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.live(key, l.clock())
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.live(key, l.clock())
 	if e == nil {
 		return nil
 	}
 	if e.token != token || e.state != idem.StateInProgress {
 		return idem.ErrLeaseLost
 	}
-	l.remove(l.index[key.Digest()])
+	sh.remove(sh.index[key.Digest()])
 	return nil
 }
 
@@ -348,10 +396,11 @@ func (l *Layer) Renew(ctx context.Context, key idem.Key, token string, lease tim
 	if lease <= 0 {
 		return fmt.Errorf("memlayer: lease must be positive (%v)", lease)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	now := l.clock()
-	e := l.live(key, now)
+	e := sh.live(key, now)
 	if e == nil || e.token != token || e.state != idem.StateInProgress {
 		return idem.ErrLeaseLost
 	}
@@ -368,11 +417,24 @@ func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 	if err := check(ctx, key); err != nil {
 		return idem.Record{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	sh := l.shard(key)
+	sh.mu.RLock()
 	now := l.clock()
-	e := l.live(key, now)
+	e := sh.find(key)
+	if e != nil && now < e.expiresAt {
+		r := e.record(l, key, now)
+		sh.mu.RUnlock()
+		return r, nil
+	}
+	sh.mu.RUnlock()
 	if e == nil {
+		return idem.Record{}, idem.ErrNotFound
+	}
+	// Expired: delete it, unless another call replaced it meanwhile.
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now = l.clock()
+	if e = sh.live(key, now); e == nil {
 		return idem.Record{}, idem.ErrNotFound
 	}
 	return e.record(l, key, now), nil
@@ -383,16 +445,16 @@ func (l *Layer) Get(ctx context.Context, key idem.Key) (idem.Record, error) {
 // the last one stopped, so that successive sweeps cover every entry in turn.
 const sweepVisit = 4 * sweepEvery
 
-// sweep deletes the expired records among the next sweepVisit entries. l.mu
-// must be held.
-func (l *Layer) sweep(now int64) {
-	for range min(sweepVisit, l.used) {
-		if l.sweepAt >= l.used {
-			l.sweepAt = 0
+// sweep deletes the expired records among the next sweepVisit entries of
+// the shard. s.mu must be held.
+func (s *shard) sweep(now int64) {
+	for range min(sweepVisit, s.used) {
+		if s.sweepAt >= s.used {
+			s.sweepAt = 0
 		}
-		if e := l.entry(l.sweepAt); e.inUse && now >= e.expiresAt {
-			l.remove(l.sweepAt)
+		if e := s.entry(s.sweepAt); e.inUse && now >= e.expiresAt {
+			s.remove(s.sweepAt)
 		}
-		l.sweepAt++
+		s.sweepAt++
 	}
 }

@@ -43,3 +43,27 @@ func (l *Layer) DeleteExpired(ctx context.Context, batch int) (n int64, err erro
 	}
 	return n, nil
 }
+
+// DeleteExpiredBatch runs one batch of DeleteExpired: each of its
+// statements once (expired records, then processed-event rows), each
+// deleting at most batch rows, and returns how many rows they deleted
+// together. Fewer than batch means that no expired row is left (of those
+// it could lock). A caller that paces a sweep (the janitor) calls it in a
+// loop, pausing between calls; batch must be positive.
+func (l *Layer) DeleteExpiredBatch(ctx context.Context, batch int) (n int64, err error) {
+	if batch <= 0 {
+		return 0, fmt.Errorf("sqllayer: DeleteExpiredBatch: batch %d must be positive", batch)
+	}
+	for _, stmt := range l.st.sweep {
+		var deleted int64
+		err := l.retry(ctx, func() (err error) {
+			deleted, err = affected(ctx, l.pool(), stmt, int64(batch))
+			return err
+		})
+		if err != nil {
+			return n, l.wrap("delete expired", err)
+		}
+		n += deleted
+	}
+	return n, nil
+}

@@ -3,6 +3,7 @@ package lru
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,10 +15,11 @@ const KeySize = 32
 type Digest = [KeySize]byte
 
 // shardCount is how many independently locked shards a cache has (fewer
-// when it holds fewer items). A hit takes its shard's lock twice (an index
-// read and an LRU move), so with one lock, hits on every core queue behind
-// each other; keys spread over the shards by their digest, which is
-// uniform.
+// when it holds fewer items). A hit takes its shard's lock (an index read
+// and an LRU move), so with one lock, hits on every core queue behind each
+// other; keys spread over the shards by their digest, which is uniform. A
+// hot key, hit on every core, would still queue on its shard's lock: it is
+// answered from the shard's hot copy without the lock (see shard.hot).
 const shardCount = 16
 
 // Cache is a bounded LRU of values with expiry, in shards that each keep
@@ -54,7 +56,28 @@ type shard[V any] struct {
 	free    int32      // first unused entry, chained through next, or none
 	bytes   int
 
+	// headHits counts the hits on the head entry since it became the head;
+	// guarded by mu.
+	headHits int
+
+	_ [64]byte // keep the lock off the cache line of hot
+
+	// hot is a copy of the head entry, the most recently used, published
+	// by the second hit that finds it at the head (the key is hot) and
+	// withdrawn (nil) under mu before anything moves or removes the head.
+	// A hit on it needs no lock and no LRU move (the head's is a no-op), so
+	// that a key hit on every core reads one pointer that no hit writes.
+	hot atomic.Pointer[hotEntry[V]]
+
 	_ [64]byte // keep neighbouring shards' locks off one cache line
+}
+
+// hotEntry is the immutable copy of a shard's head entry that hits read
+// without the lock.
+type hotEntry[V any] struct {
+	digest  Digest
+	value   V
+	expires time.Time
 }
 
 // none is the index of no entry.
@@ -125,6 +148,10 @@ func (c *Cache[V]) Get(d *Digest, now time.Time, value *V) bool {
 		return false
 	}
 	s := c.shard(d)
+	if h := s.hot.Load(); h != nil && h.digest == *d && now.Before(h.expires) {
+		*value = h.value // the head: moving it to the front changes nothing
+		return true
+	}
 	s.mu.Lock()
 	p, ok := s.find(d)
 	if !ok {
@@ -138,8 +165,14 @@ func (c *Cache[V]) Get(d *Digest, now time.Time, value *V) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.unlink(i)
-	s.pushFront(i)
+	if i == s.head {
+		if s.headHits++; s.headHits == 2 {
+			s.hot.Store(&hotEntry[V]{digest: e.digest, value: e.value, expires: e.expires})
+		}
+	} else {
+		s.unlink(i)
+		s.pushFront(i)
+	}
 	*value = e.value
 	s.mu.Unlock()
 	return true
@@ -148,7 +181,7 @@ func (c *Cache[V]) Get(d *Digest, now time.Time, value *V) bool {
 // Put caches value for d, in place of any value d had, until min(now+ttl,
 // until): until is when value stops being valid at the latest (its
 // source's own expiry), and an until at or before now (the zero time
-// included) caches nothing. size is what value counts towards the byte
+// included) caches nothing (and drops d's old value). size is what value counts towards the byte
 // bound; a value larger than its shard's share of the bytes is not cached.
 // Room is made by evicting the least recently used values of d's shard.
 func (c *Cache[V]) Put(d *Digest, value V, size int, until, now time.Time) {
@@ -156,20 +189,17 @@ func (c *Cache[V]) Put(d *Digest, value V, size int, until, now time.Time) {
 		return
 	}
 	s := c.shard(d)
-	if size > s.maxBytes {
-		return
-	}
 	exp := now.Add(c.ttl)
 	if until.Before(exp) {
 		exp = until
-	}
-	if !now.Before(exp) {
-		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.find(d); ok {
 		s.remove(s.slots[p].idx)
+	}
+	if size > s.maxBytes || !now.Before(exp) {
+		return // and d's old value is gone: value took its place
 	}
 	var i int32
 	switch {
@@ -280,6 +310,7 @@ func (s *shard[V]) unindex(i int32) {
 // pushFront makes entry i, which is in no list, the most recently used.
 // s.mu must be held.
 func (s *shard[V]) pushFront(i int32) {
+	s.newHead()
 	e := &s.entries[i]
 	e.prev, e.next = none, s.head
 	if s.head != none {
@@ -296,11 +327,21 @@ func (s *shard[V]) unlink(i int32) {
 	if e.prev != none {
 		s.entries[e.prev].next = e.next
 	} else {
+		s.newHead()
 		s.head = e.next
 	}
 	if e.next != none {
 		s.entries[e.next].prev = e.prev
 	} else {
 		s.tail = e.prev
+	}
+}
+
+// newHead withdraws the hot copy of the head entry, which is about to move
+// or go, and restarts the count of its hits. s.mu must be held.
+func (s *shard[V]) newHead() {
+	s.headHits = 0
+	if s.hot.Load() != nil {
+		s.hot.Store(nil)
 	}
 }

@@ -144,9 +144,12 @@ func TestCacheConcurrent(t *testing.T) {
 // The cache agrees with a plain LRU of each part, whatever mix of puts,
 // replaced keys, reads and expiries it sees: its entries are reused in
 // place and its index is a table of its own, so this checks that no reuse,
-// insertion or deletion loses or revives an entry.
+// insertion or deletion loses or revives an entry. With few keys the same
+// key is often hit twice in a row at the head of its part, so that hits
+// are answered from the part's hot copy (shard.hot), which must never
+// outlive a replacement, an eviction or an expiry either.
 func TestCacheMatchesAPlainLRU(t *testing.T) {
-	for _, tc := range []struct{ perPart, keys int }{{3, 200}, {40, 3000}} {
+	for _, tc := range []struct{ perPart, keys int }{{3, 200}, {40, 3000}, {2, 40}} {
 		t.Run(strconv.Itoa(tc.perPart), func(t *testing.T) { testCacheMatchesAPlainLRU(t, tc.perPart, tc.keys) })
 	}
 }
@@ -257,4 +260,70 @@ func TestCacheHoldsNothingItCannotKeep(t *testing.T) {
 			t.Fatalf("cached with an end of %v, at or before now", until)
 		}
 	}
+}
+
+// A hot key, hit without its shard's lock from the shard's copy of its
+// head, is answered with its latest value: a Put that replaces it, its
+// expiry and its eviction each withdraw the copy.
+func TestCacheHotKeyFollowsItsEntry(t *testing.T) {
+	now := time.Now()
+	c := newCache(1, 1<<20, time.Minute) // one shard of one item
+	hit := func(k Digest, want string) {
+		t.Helper()
+		for range 3 { // the second hit at the head publishes the copy, the third reads it
+			fp, _, ok := c.get(k, now)
+			if want == "" && ok {
+				t.Fatalf("hit %q, want a miss", fp)
+			}
+			if want != "" && (!ok || fp != want) {
+				t.Fatalf("got %q (%v), want %q", fp, ok, want)
+			}
+		}
+	}
+	k, other := cacheKey(1), cacheKey(2)
+	c.put(k, "v1", nil, now.Add(time.Second), now)
+	hit(k, "v1")
+	if c.shards[0].hot.Load() == nil {
+		t.Fatal("a key hit three times at the head has no hot copy")
+	}
+	c.put(k, "v2", nil, now.Add(time.Second), now) // replaced
+	hit(k, "v2")
+	now = now.Add(time.Second) // expired
+	hit(k, "")
+	c.put(k, "v3", nil, forever, now)
+	hit(k, "v3")
+	c.put(other, "o", nil, forever, now) // evicts k
+	hit(k, "")
+	hit(other, "o")
+}
+
+// Hits on one key from many goroutines, while another goroutine replaces
+// its value, always see a value that was put.
+func TestCacheHotKeyConcurrent(t *testing.T) {
+	now := time.Now()
+	c := newCache(4, 1<<20, time.Minute)
+	k := cacheKey(7)
+	c.put(k, "v0", nil, forever, now)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if fp, _, ok := c.get(k, now); !ok || fp[0] != 'v' {
+					t.Errorf("got %q (%v)", fp, ok)
+					return
+				}
+			}
+		})
+	}
+	for i := range 2000 {
+		c.put(k, "v"+strconv.Itoa(i), nil, forever, now)
+	}
+	close(stop)
+	wg.Wait()
 }
