@@ -52,6 +52,11 @@ type kafkaRig struct {
 	group   string
 	sql     *testenv.SQL
 	admin   *bun.DB
+	// pool is the members' connections: one pool, bounded, that the
+	// members share (a member that dies leaves no connection open: its
+	// transactions had committed), so that hundreds of deaths in a run
+	// never take more of the shared server than it.
+	pool    *bun.DB
 	events  string // processed events
 	effects string // one row per effect: the payment
 
@@ -89,6 +94,8 @@ func newKafkaRig(t *testing.T, partitions int32) *kafkaRig {
 	r.cluster = c
 	t.Cleanup(c.Close)
 	r.admin = pg.Open(t)
+	r.pool = pg.Open(t)
+	r.pool.SetMaxOpenConns(6)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := must.Get(sqllayer.New(r.admin, sqllayer.WithEventsTable(r.events)))(t).Init(ctx); err != nil {
@@ -168,9 +175,7 @@ func (r *kafkaRig) spawn() {
 		kgo.RebalanceTimeout(10*time.Second), kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.Dialer(d.DialContext),
 	)
-	db := r.sql.Open(r.t)
-	db.SetMaxOpenConns(2)
-	m.sql = must.Get(sqllayer.New(db, sqllayer.WithEventsTable(r.events)))(r.t)
+	m.sql = must.Get(sqllayer.New(r.pool, sqllayer.WithEventsTable(r.events)))(r.t)
 	r.mu.Lock()
 	r.members = append(r.members, m)
 	r.mu.Unlock()
