@@ -136,7 +136,10 @@ func TestSoakRedisCluster(t *testing.T) {
 			if err != nil {
 				t.Fatalf("cluster roles: %v", err)
 			}
-			i := r.IntN(len(masters))
+			if len(masters) == 0 || len(replicas) == 0 {
+				t.Fatalf("cluster roles: %d masters, %d replicas", len(masters), len(replicas))
+			}
+			i := r.IntN(min(len(masters), len(replicas)))
 			switch kind {
 			case history.ClusterMasterKill:
 				f := nrec.Fault(kind, "", "master "+masters[i].Addr())
