@@ -155,31 +155,42 @@ type kafkaMember struct {
 func (r *kafkaRig) start(n int) {
 	r.t.Helper()
 	for range n {
-		r.spawn()
+		if err := r.spawn(); err != nil {
+			r.t.Fatal(err)
+		}
 	}
 }
 
-// spawn starts a member and its loop.
-func (r *kafkaRig) spawn() {
-	r.t.Helper()
+// spawn starts a member and its loop. It runs on the test's goroutine or
+// a dying member's, so it reports what goes wrong rather than failing the
+// test itself.
+func (r *kafkaRig) spawn() error {
 	r.mu.Lock()
 	r.spawned++
 	name := "m" + strconv.Itoa(r.spawned)
 	r.mu.Unlock()
 	d := &cuttableDialer{}
 	m := &kafkaMember{name: name, dialer: d}
-	m.cl = r.client(
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.cluster.ListenAddrs()...),
 		kgo.ConsumerGroup(r.group), kgo.ConsumeTopics(r.topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(kafkaSession), kgo.HeartbeatInterval(kafkaHeartbeat),
 		kgo.RebalanceTimeout(10*time.Second), kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.Dialer(d.DialContext),
 	)
-	m.sql = must.Get(sqllayer.New(r.pool, sqllayer.WithEventsTable(r.events)))(r.t)
+	if err != nil {
+		return fmt.Errorf("member %s: %w", name, err)
+	}
+	m.cl = cl
+	if m.sql, err = sqllayer.New(r.pool, sqllayer.WithEventsTable(r.events)); err != nil {
+		cl.Close()
+		return fmt.Errorf("member %s: %w", name, err)
+	}
 	r.mu.Lock()
 	r.members = append(r.members, m)
 	r.mu.Unlock()
 	r.wg.Go(func() { r.loop(m) })
+	return nil
 }
 
 // loop is a member's life: poll, a transaction per record, then the
@@ -273,7 +284,9 @@ func (r *kafkaRig) kill(m *kafkaMember, crash bool) {
 		}
 	}
 	r.mu.Unlock()
-	r.spawn()
+	if err := r.spawn(); err != nil {
+		r.fail(err)
+	}
 }
 
 func (r *kafkaRig) fail(err error) {
