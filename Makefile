@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all bench-floors bench-chart soak soak-consumer soak-watermill soak-locks queue-load infra-galera
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all bench-floors bench-chart soak soak-consumer soak-watermill soak-locks queue-load infra-galera infra-redis-cluster infra-kafka
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone;
@@ -161,6 +161,37 @@ soak-watermill:
 # restarted): exactly one effect per message, every message acked.
 queue-load:
 	IDEM_CONSUMER_MESSAGES=10000 $(GO) test -race -run '^TestConsumerJetStreamRedeliveries$$' -count=1 -v -timeout 30m ./reliability/
+
+# need installs a distribution package when its command is missing (Debian
+# and Ubuntu: apt-get, through sudo unless already root).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+need = @command -v $(1) >/dev/null 2>&1 || { echo "installing $(2)"; $(SUDO) apt-get install -y $(2); }
+
+# infra-redis-cluster: the Redis Cluster soak — three Stores on a cluster
+# of three masters with a replica each (six redis-server processes of the
+# test's own, on free ports) and Postgres, CLUSTERCALLS calls (default
+# 20,000) while a master is killed and CLUSTER FAILOVER is forced,
+# CLUSTERFAULTS times each (default 5); it prints the history's checker
+# report and the share of answers that fell back to SQL during the
+# switches, and fails on any anomaly. make test runs a short seed of it
+# (2,000 calls, one fault of each kind, under the race detector).
+CLUSTERCALLS ?= 20000
+CLUSTERFAULTS ?= 5
+infra-redis-cluster:
+	$(call need,redis-server,redis-server)
+	$(call need,redis-cli,redis-tools)
+	IDEM_SOAK_CLUSTER_CALLS=$(CLUSTERCALLS) IDEM_SOAK_CLUSTER_FAULTS=$(CLUSTERFAULTS) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakRedisCluster$$' -count=1 -v -timeout 30m ./reliability/
+
+# infra-kafka: the Kafka consumer group on kfake (franz-go's in-process
+# implementation of the Kafka protocol: no Kafka server to install) with
+# franz-go clients: KAFKAMESSAGES events (default 10,000) through a group
+# of three whose members die between their transactions and their offset
+# commits, and a publisher's retries; it prints the deliveries, the share
+# redelivered and the effects, and fails unless each event had exactly one
+# effect. make test runs it with 1,000 events.
+KAFKAMESSAGES ?= 10000
+infra-kafka:
+	IDEM_KAFKA_MESSAGES=$(KAFKAMESSAGES) $(GO) test -race -run '^TestConsumerKafka' -count=1 -v -timeout 30m ./reliability/
 
 # bench: the side-by-side suite (idem against hand-written baselines), COUNT
 # times, as a benchstat table with one column per implementation. Embedded

@@ -40,6 +40,16 @@
 //     redelivers the message after its AckWait (2 s) to another consumer,
 //     which acknowledges it without shipping again. The ledger must hold
 //     one shipment per order, and the broker no unacknowledged message.
+//  10. Payments on Kafka (kfake, franz-go's in-process Kafka: three
+//     brokers and a group coordinator), three franz-go members of one
+//     consumer group with auto-commit off. Each record's ledger row and
+//     processed event commit together (sqllayer's InTx, the event ID from
+//     the record's event_id header); offsets are committed after. The
+//     publisher sends every fifth event twice under the same event_id. The
+//     member that gets event 5 dies after its transaction and before its
+//     offset commit; the rebalance hands its records to the others, which
+//     find them processed. The ledger must hold one row per event, and the
+//     group's offsets the end of every partition.
 //
 // The charges table also carries UNIQUE (provider, external_payment_id): the
 // payment provider's ID is derived from the idempotency key passed

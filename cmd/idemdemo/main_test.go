@@ -111,3 +111,35 @@ func TestQueueLedgerCatchesASecondShipment(t *testing.T) {
 	}
 	t.Log(obs)
 }
+
+// The Kafka scenario's ledger check fails loudly too: without the
+// processed-event row, the records the dead member had not committed and
+// the publisher's retries are paid twice.
+func TestKafkaLedgerCatchesASecondPayment(t *testing.T) {
+	b, err := openBackends("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	db, err := b.openDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := createSchema(t.Context(), db); err != nil {
+		t.Fatal(err)
+	}
+	d := &demo{run: randomRun(), b: b, db: db, unguarded: true}
+	for _, name := range []string{"instance-a", "instance-b", "instance-c"} {
+		in, err := startInstance(name, b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.close()
+		d.instances = append(d.instances, in)
+	}
+	obs, err := d.kafka(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "the ledger is wrong") {
+		t.Fatalf("unguarded members: observed %q, error %v; want the ledger check to fail", obs, err)
+	}
+}

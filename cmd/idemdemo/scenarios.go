@@ -16,8 +16,8 @@ type demo struct {
 	b         *backends
 	instances []*instance
 	db        *bun.DB // the demo's own pool, for counting rows
-	// unguarded runs scenario 9's consumers without idem, as a test does to
-	// prove that its ledger check catches a second shipment.
+	// unguarded runs scenarios 9's and 10's consumers without idem, as
+	// tests do to prove that their ledger checks catch a second effect.
 	unguarded bool
 }
 
@@ -37,6 +37,7 @@ var scenarios = []scenario{
 	{"CRM sync: v17 twice, then a late v16", "applied once, v16 skipped", (*demo).crmSync},
 	{"charge and idem's record in one transaction, response killed after the commit", "retry replays, 1 charge", (*demo).inTxCrash},
 	{"JetStream: 3 consumers, one dies between commit and ack; the publisher retries", "1 shipment per order, every message acked", (*demo).queue},
+	{"Kafka: a group of 3, one dies between its transaction and its offset commit; the publisher retries", "1 ledger row per event, every offset committed", (*demo).kafka},
 }
 
 func (d *demo) url(i int) string { return d.instances[i%len(d.instances)].url() }

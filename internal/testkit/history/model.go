@@ -290,6 +290,12 @@ const (
 	WorkPanic         FaultKind = "work-panic"         // fn made to panic
 	WorkError         FaultKind = "work-error"         // fn made to fail (a 5xx)
 	SlowCompletion    FaultKind = "slow-completion"    // the deciding tier slow to take completions
+	// ClusterMasterKill: a Redis Cluster master killed (SIGKILL) until its
+	// replica was elected and it rejoined, empty, as a replica.
+	ClusterMasterKill FaultKind = "cluster-master-kill"
+	// ClusterFailover: CLUSTER FAILOVER forced on a replica until it was
+	// master and its former master its replica.
+	ClusterFailover FaultKind = "cluster-failover"
 )
 
 // Fault is one injected fault.

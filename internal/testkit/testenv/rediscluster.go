@@ -14,11 +14,15 @@ import (
 // clusterMasters is the number of master nodes of a test cluster.
 const clusterMasters = 3
 
-// RedisCluster is a real Redis Cluster of three masters (no replicas) on
-// loopback ports, owned by one test and removed when it ends.
+// RedisCluster is a real Redis Cluster of three masters on loopback ports,
+// without replicas (StartRedisCluster) or with one each
+// (StartRedisClusterReplicated), owned by one test and removed when it ends.
 type RedisCluster struct {
-	// Nodes are the masters' servers.
+	// Nodes are the servers, in the order they were started: without
+	// replicas, the masters. Which of them is master now is Roles's to say.
 	Nodes []*RedisServer
+
+	replicas int // per master
 }
 
 // StartRedisCluster starts three cluster-enabled redis-server processes,
@@ -50,7 +54,7 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	return rc
 }
 
-// Addrs returns the masters' host:port addresses.
+// Addrs returns the nodes' host:port addresses.
 func (rc *RedisCluster) Addrs() []string {
 	addrs := make([]string, len(rc.Nodes))
 	for i, n := range rc.Nodes {
