@@ -58,7 +58,7 @@ func (l *Layer) MarkProcessedBatch(ctx context.Context, tx Tx, consumer string, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	q, err := l.on(tx)
+	q, err := l.inTx(tx)
 	if err != nil {
 		return nil, err
 	}

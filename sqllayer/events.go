@@ -67,7 +67,7 @@ func (l *Layer) MarkProcessed(ctx context.Context, tx Tx, consumer, eventID stri
 	if err := l.checkEvent(consumer, eventID); err != nil {
 		return false, err
 	}
-	q, err := l.on(tx)
+	q, err := l.inTx(tx)
 	if err != nil {
 		return false, err
 	}

@@ -31,7 +31,7 @@ func (l *Layer) CompleteTx(ctx context.Context, tx Tx, key idem.Key, token strin
 	if err := l.checkComplete(ctx, key, result, ttl); err != nil {
 		return err
 	}
-	q, err := l.on(tx)
+	q, err := l.inTx(tx)
 	if err != nil {
 		return err
 	}

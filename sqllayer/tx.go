@@ -162,6 +162,15 @@ func (l *Layer) on(tx Tx) (querier, error) {
 	return direct{tx}, nil
 }
 
+// inTx is on for the APIs that write in the caller's transaction: a pool
+// there would commit idem's row on its own, apart from the caller's.
+func (l *Layer) inTx(tx Tx) (querier, error) {
+	if pooled(tx) {
+		return nil, fmt.Errorf("%w: sqllayer: a pool (%T) where the caller's transaction belongs: idem's row would commit on its own; give the transaction the business rows are written in", idem.ErrConfig, tx)
+	}
+	return l.on(tx)
+}
+
 // txDone translates what a transaction that already ended says.
 func txDone(err error) error {
 	if errors.Is(err, sql.ErrTxDone) {

@@ -129,3 +129,31 @@ func TestOtherDialectTx(t *testing.T) {
 		}
 	})
 }
+
+// A pool where the caller's transaction belongs is refused: idem's row
+// would commit on its own.
+func TestPoolForTx(t *testing.T) {
+	testenv.AllSQL(t, func(t *testing.T, s *testenv.SQL) {
+		b := setup(t, s)
+		l, db := b.layer(t)
+		for _, pool := range []sqllayer.Tx{db, db.DB} {
+			if _, err := l.MarkProcessed(t.Context(), pool, "c", "pooled"); !errors.Is(err, idem.ErrConfig) || !strings.Contains(err.Error(), "a pool") {
+				t.Fatalf("MarkProcessed on a %T: %v, want idem.ErrConfig", pool, err)
+			}
+			if _, err := l.MarkProcessedBatch(t.Context(), pool, "c", []string{"pooled"}); !errors.Is(err, idem.ErrConfig) {
+				t.Fatalf("MarkProcessedBatch on a %T: %v, want idem.ErrConfig", pool, err)
+			}
+		}
+		// Nothing was written: the event is new to a transaction.
+		err := db.RunInTx(t.Context(), nil, func(ctx context.Context, tx bun.Tx) error {
+			dup, err := l.MarkProcessed(ctx, tx, "c", "pooled")
+			if err == nil && dup {
+				err = errors.New("a refused mark was written")
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
