@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer soak-watermill soak-locks queue-load
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all soak soak-consumer soak-consumer-pgx soak-watermill soak-locks queue-load
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone;
@@ -122,6 +122,14 @@ soak-locks:
 # it (6 s, under the race detector); this run goes without it.
 soak-consumer:
 	IDEM_SOAK_CONSUMER_TIME=$(SOAKTIME) IDEM_SOAK_CONSUMER_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakConsumer$$' -count=1 -v -timeout 30m ./reliability/
+
+# soak-consumer-pgx: the consumer soak with consumers on pgx (idempgx's
+# InTx on a pgxpool: the processed event marked in the pgx.Tx of the
+# effect, no Store), for SOAKTIME with SOAKSEED, against Postgres; it
+# prints the same figures and fails on any anomaly. make test runs a short
+# seed of it (6 s, under the race detector).
+soak-consumer-pgx:
+	IDEM_SOAK_CONSUMER_PGX_TIME=$(SOAKTIME) IDEM_SOAK_CONSUMER_PGX_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakConsumerPgx$$' -count=1 -v -timeout 30m ./reliability/
 
 # soak-watermill: the consumer soak with Watermill's Timeout and Retry in
 # the chain (before idem's on one router, after it on the other) and a SQL
