@@ -95,7 +95,7 @@ type consumerChildConfig struct {
 	// ledger's transaction), consumerPgx through idempgx's InTx (the
 	// processed event marked in the ledger's pgx.Tx, no Store).
 	Consumer string
-	Marks       string // the directory of first-run markers
+	Marks    string // the directory of first-run markers
 }
 
 // consumerPayload is a message of the scenarios.
