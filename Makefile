@@ -5,7 +5,7 @@
 GO        ?= go
 # MODULES are the modules of the repository, tied together by go.work: the
 # core, each integration, and the test, benchmark and demo modules.
-MODULES   := . ./middleware/idemgin ./middleware/idemecho ./idemgrpc ./idemwatermill ./idempgx ./idemprom ./idemotel ./reliability ./bench ./cmd/idem ./cmd/idemdemo ./examples/pgxsqlc
+MODULES   := . ./middleware/idemgin ./middleware/idemecho ./idemgrpc ./idemwatermill ./idempgx ./idemprom ./idemotel ./reliability ./bench ./cmd/idem ./cmd/idemdemo ./examples/pgxsqlc ./examples/databasesql
 PKGS      ?= $(addsuffix /...,$(MODULES))
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
