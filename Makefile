@@ -5,14 +5,14 @@
 GO        ?= go
 # MODULES are the modules of the repository, tied together by go.work: the
 # core, each integration, and the test, benchmark and demo modules.
-MODULES   := . ./middleware/idemgin ./middleware/idemecho ./idemgrpc ./idemwatermill ./idempgx ./idemprom ./idemotel ./reliability ./bench ./cmd/idem ./cmd/idemdemo
+MODULES   := . ./middleware/idemgin ./middleware/idemecho ./idemgrpc ./idemwatermill ./idempgx ./idemprom ./idemotel ./reliability ./bench ./cmd/idem ./cmd/idemdemo ./examples/pgxsqlc ./examples/databasesql
 PKGS      ?= $(addsuffix /...,$(MODULES))
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all bench-floors bench-chart soak soak-consumer soak-watermill soak-locks queue-load infra-galera infra-redis-cluster infra-kafka
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all bench-floors bench-chart soak soak-consumer soak-consumer-pgx soak-watermill soak-locks queue-load infra-galera infra-redis-cluster infra-kafka
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone;
@@ -146,6 +146,14 @@ infra-galera:
 # it (6 s, under the race detector); this run goes without it.
 soak-consumer:
 	IDEM_SOAK_CONSUMER_TIME=$(SOAKTIME) IDEM_SOAK_CONSUMER_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakConsumer$$' -count=1 -v -timeout 30m ./reliability/
+
+# soak-consumer-pgx: the consumer soak with consumers on pgx (idempgx's
+# InTx on a pgxpool: the processed event marked in the pgx.Tx of the
+# effect, no Store), for SOAKTIME with SOAKSEED, against Postgres; it
+# prints the same figures and fails on any anomaly. make test runs a short
+# seed of it (6 s, under the race detector).
+soak-consumer-pgx:
+	IDEM_SOAK_CONSUMER_PGX_TIME=$(SOAKTIME) IDEM_SOAK_CONSUMER_PGX_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakConsumerPgx$$' -count=1 -v -timeout 30m ./reliability/
 
 # soak-watermill: the consumer soak with Watermill's Timeout and Retry in
 # the chain (before idem's on one router, after it on the other) and a SQL

@@ -164,7 +164,7 @@ type option struct {
 }
 
 // libraryOptions parses every library package of every module of the
-// repository (all but internal packages, test rigs, benchmarks and
+// repository (all but internal packages, test rigs, benchmarks, examples and
 // commands) and returns their exported With* functions by "pkg.WithX",
 // and the Option type each of those packages declares.
 func libraryOptions(t *testing.T) (map[string]option, map[string]*ast.TypeSpec) {
@@ -173,7 +173,7 @@ func libraryOptions(t *testing.T) (map[string]option, map[string]*ast.TypeSpec) 
 	opts := map[string]option{}
 	types := map[string]*ast.TypeSpec{}
 	dirs := map[string]string{} // package name → directory
-	skip := map[string]bool{"internal": true, "testdata": true, "bench": true, "reliability": true, "cmd": true}
+	skip := map[string]bool{"internal": true, "testdata": true, "bench": true, "reliability": true, "cmd": true, "examples": true}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -20,6 +20,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wmjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
@@ -28,6 +30,7 @@ import (
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 	_ "modernc.org/sqlite" // the "sqlite" driver
 
+	"github.com/idemkit/idem/idempgx"
 	"github.com/idemkit/idem/idemwatermill"
 	"github.com/idemkit/idem/redislayer"
 	"github.com/idemkit/idem/sqllayer"
@@ -87,7 +90,12 @@ type consumerChildConfig struct {
 
 	Lease, Wait time.Duration
 	Log         string // the delivery log
-	Marks       string // the directory of first-run markers
+	// Consumer is how the handler keeps a message's effect once: ""
+	// through idemwatermill over a Store (the key completed in the
+	// ledger's transaction), consumerPgx through idempgx's InTx (the
+	// processed event marked in the ledger's pgx.Tx, no Store).
+	Consumer string
+	Marks    string // the directory of first-run markers
 }
 
 // consumerPayload is a message of the scenarios.
@@ -119,8 +127,14 @@ const (
 	mdEventID   = "event_id"
 )
 
+// consumerPgx is the Consumer of a child whose handler marks the event
+// processed with idempgx on a pgxpool.
+const consumerPgx = "idempgx"
+
 type consumerChild struct {
 	cfg    consumerChildConfig
+	pool   *pgxpool.Pool  // consumerPgx
+	pgxL   *idempgx.Layer // consumerPgx
 	db     *bun.DB
 	rdb    *redis.Client
 	rl     *redislayer.Layer
@@ -186,6 +200,9 @@ func startConsumerChild(cfg consumerChildConfig) (*consumerChild, error) {
 	if c.log, err = os.OpenFile(cfg.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err != nil {
 		return nil, err
 	}
+	if cfg.Consumer == consumerPgx {
+		return c, c.startPgx()
+	}
 	switch cfg.SQLKind {
 	case "postgres":
 		sqldb, err := sql.Open("pgx", cfg.SQLDSN)
@@ -226,11 +243,23 @@ func startConsumerChild(cfg consumerChildConfig) (*consumerChild, error) {
 	if err != nil {
 		return nil, err
 	}
-	logger := watermill.NopLogger{}
-	if c.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, logger); err != nil {
+	if err := c.startRouter(c.handle, mw); err != nil {
 		return nil, err
 	}
-	c.router.AddMiddleware(c.logDeliveries, mw)
+	return c, nil
+}
+
+// startRouter runs the child's router: cfg.Handlers subscriptions of the
+// durable consumer, each a handler running handle behind the delivery
+// log and mws.
+func (c *consumerChild) startRouter(handle message.NoPublishHandlerFunc, mws ...message.HandlerMiddleware) error {
+	cfg := c.cfg
+	var err error
+	logger := watermill.NopLogger{}
+	if c.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, logger); err != nil {
+		return err
+	}
+	c.router.AddMiddleware(append([]message.HandlerMiddleware{c.logDeliveries}, mws...)...)
 	for i := range cfg.Handlers {
 		sub, err := wmjs.NewSubscriber(wmjs.SubscriberConfig{
 			URL:    cfg.NatsURL,
@@ -248,9 +277,9 @@ func startConsumerChild(cfg consumerChildConfig) (*consumerChild, error) {
 			Unmarshaler:    jsUnmarshaler{},
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c.router.AddConsumerHandler(fmt.Sprintf("%s-h%d", cfg.Node, i), cfg.Subject, sub, c.handle)
+		c.router.AddConsumerHandler(fmt.Sprintf("%s-h%d", cfg.Node, i), cfg.Subject, sub, handle)
 	}
 	go func() {
 		if err := c.router.Run(context.Background()); err != nil {
@@ -259,7 +288,7 @@ func startConsumerChild(cfg consumerChildConfig) (*consumerChild, error) {
 		}
 	}()
 	<-c.router.Running()
-	return c, nil
+	return nil
 }
 
 // jsUnmarshaler is watermill-nats's, with JetStream's delivery count and
@@ -365,6 +394,91 @@ func (c *consumerChild) handle(msg *message.Message) error {
 	return nil
 }
 
+// startPgx starts a consumerPgx child: idem's SQL tier on a pgxpool
+// (idempgx), no Store, and a router whose handler marks each event
+// processed in the pgx.Tx of its ledger row.
+func (c *consumerChild) startPgx() error {
+	if c.cfg.SQLKind != "postgres" {
+		return fmt.Errorf("consumer %s: SQL kind %q: want postgres", consumerPgx, c.cfg.SQLKind)
+	}
+	pc, err := pgxpool.ParseConfig(c.cfg.SQLDSN)
+	if err != nil {
+		return err
+	}
+	pc.MaxConns = int32(8 + c.cfg.Handlers) // the server is shared
+	if c.pool, err = pgxpool.NewWithConfig(context.Background(), pc); err != nil {
+		return err
+	}
+	if c.pgxL, err = idempgx.New(c.pool, sqllayer.WithRecordsTable(c.cfg.Records),
+		sqllayer.WithEventsTable(c.cfg.Events), sqllayer.WithVersionsTable(c.cfg.Versions)); err != nil {
+		return err
+	}
+	return c.startRouter(c.handlePgx)
+}
+
+// handlePgx is the business handler of a consumerPgx child: InTx marks
+// the event processed and writes the ledger row in one pgx.Tx, or finds
+// the event processed and writes nothing. The handler's work (and the
+// hold) runs inside the transaction, with the mark's row lock held, so
+// that a redelivery in flight on another process waits for its outcome,
+// and a process killed there leaves its transaction to the server's
+// rollback.
+func (c *consumerChild) handlePgx(msg *message.Message) error {
+	var p consumerPayload
+	if err := json.Unmarshal(msg.Payload, &p); err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	run, _ := c.runs.Load(msg)
+	dr, _ := run.(*deliveryRun)
+	setRan := func(ran bool) {
+		if dr != nil {
+			dr.mu.Lock()
+			dr.ran = ran
+			dr.mu.Unlock()
+		}
+	}
+	n, _ := strconv.ParseUint(msg.Metadata.Get(mdDelivered), 10, 64)
+	if p.FailFirst && n == 1 {
+		return errors.New("the first delivery fails")
+	}
+	seq, _ := strconv.ParseUint(msg.Metadata.Get(mdSeq), 10, 64)
+	dup, err := c.pgxL.InTx(msg.Context(), "ledger", p.ID, func(ctx context.Context, tx pgx.Tx) error {
+		setRan(true)
+		if p.Hold && c.first("hold", p.ID) {
+			time.Sleep(time.Minute)
+			return errors.New("held past a minute: the parent did not kill the process")
+		}
+		if p.DelayMS > 0 {
+			time.Sleep(time.Duration(p.DelayMS) * time.Millisecond)
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO "+c.cfg.Ledger+" (msg_id, node, delivery, seq) VALUES ($1, $2, $3, $4)",
+			p.ID, c.cfg.Node, int64(n), int64(seq))
+		return err
+	})
+	if dup {
+		// A run rolled back by a conflict, then a duplicate on the retry:
+		// this delivery made no effect.
+		setRan(false)
+	}
+	if err != nil {
+		return err
+	}
+	if dup {
+		return nil
+	}
+	if dr != nil {
+		dr.mu.Lock()
+		dr.committed = time.Now().UnixNano()
+		dr.mu.Unlock()
+	}
+	if p.Die && c.first("die", p.ID) {
+		// Committed, not acked: the process dies here.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	return nil
+}
+
 // first reports whether this is the first run of what for id across the
 // processes: the one that creates its marker file. The marker holds the
 // node's name, for the parent to read.
@@ -380,6 +494,11 @@ func (c *consumerChild) first(what, id string) bool {
 
 // stop closes the router (its handlers finish), the Store, and the rest.
 func (c *consumerChild) stop() error {
+	if c.cfg.Consumer == consumerPgx {
+		errs := []error{c.router.Close(), c.pgxL.Close()}
+		c.pool.Close()
+		return errors.Join(append(errs, c.log.Close())...)
+	}
 	errs := []error{c.router.Close(), c.store.Close()}
 	if c.rl != nil {
 		errs = append(errs, c.rl.Close(), c.rdb.Close())

@@ -35,21 +35,22 @@ import (
 // else a miniredis and a SQLite file, which the processes share over TCP
 // and the file system), a ledger table, and the consumer processes.
 type jsRig struct {
-	t       *testing.T
-	srv     *server.Server
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	cons    jetstream.Consumer
-	stream  string
-	durable string
-	subject string
-	st      *stacktest.Stack
-	admin   *bun.DB
-	ledger  string
-	dir     string
-	marks   string
-	child   consumerChildConfig // the template of every child's
-	procs   []*consumerProc
+	t        *testing.T
+	srv      *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	cons     jetstream.Consumer
+	stream   string
+	durable  string
+	subject  string
+	st       *stacktest.Stack
+	admin    *bun.DB
+	ledger   string
+	dir      string
+	marks    string
+	child    consumerChildConfig // the template of every child's
+	consumer string              // jsRigConfig.consumer
+	procs    []*consumerProc
 }
 
 // jsRigConfig sets a rig's broker and consumer timings.
@@ -59,6 +60,7 @@ type jsRigConfig struct {
 	maxAckPending int
 	handlers      int // subscriptions per consumer process
 	lease, wait   time.Duration
+	consumer      string // the children's Consumer: "" (idemwatermill over a Store) or consumerPgx
 }
 
 func defaultJSRig() jsRigConfig {
@@ -68,14 +70,19 @@ func defaultJSRig() jsRigConfig {
 
 func newJSRig(t *testing.T, c jsRigConfig) *jsRig {
 	t.Helper()
-	r := &jsRig{t: t, dir: t.TempDir()}
+	r := &jsRig{t: t, dir: t.TempDir(), consumer: c.consumer}
 	r.marks = filepath.Join(r.dir, "marks")
 	if err := os.Mkdir(r.marks, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// The backends first: a missing required service fails before a
 	// broker starts.
-	r.st = stacktest.Real(t)
+	if c.consumer == consumerPgx {
+		// idempgx is Postgres's alone: no SQLite fallback.
+		r.st = stacktest.On(t, "real", testenv.AnyRedis(t), testenv.Postgres(t))
+	} else {
+		r.st = stacktest.Real(t)
+	}
 	if r.st.Redis.Mini != nil {
 		r.st.Redis.Mini.ClockTTL(true) // leases lapse with the wall clock
 	}
@@ -114,7 +121,7 @@ func newJSRig(t *testing.T, c jsRigConfig) *jsRig {
 		NatsURL: srv.ClientURL(), Stream: r.stream, Durable: r.durable, Subject: r.subject, Handlers: c.handlers,
 		SQLKind: r.st.SQL.Kind, SQLDSN: r.st.SQL.DSN,
 		Prefix: r.st.Prefix, Records: r.st.Records, Events: r.st.Events, Versions: r.st.Versions, Ledger: r.ledger,
-		Lease: c.lease, Wait: c.wait, Marks: r.marks,
+		Lease: c.lease, Wait: c.wait, Marks: r.marks, Consumer: c.consumer,
 	}
 	if o := r.st.Redis.Options; o != nil {
 		r.child.RedisAddr, r.child.RedisUser, r.child.RedisPassword, r.child.RedisDB = o.Addr, o.Username, o.Password, o.DB
@@ -341,12 +348,19 @@ func (r *jsRig) effectCount() int {
 	return n
 }
 
-// completedKeys counts the idem records that are completed.
+// completedKeys counts the idem records that are completed; with
+// consumerPgx, which keeps no records, the events marked processed.
 func (r *jsRig) completedKeys() int {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var n int
+	if r.consumer == consumerPgx {
+		if err := r.admin.QueryRowContext(ctx, "SELECT count(*) FROM "+r.st.Events).Scan(&n); err != nil {
+			r.t.Fatalf("count the processed events: %v", err)
+		}
+		return n
+	}
 	if err := r.admin.QueryRowContext(ctx, "SELECT count(*) FROM "+r.st.Records+" WHERE state = ?", int(idem.StateCompleted)).Scan(&n); err != nil {
 		r.t.Fatalf("count the completed keys: %v", err)
 	}

@@ -65,3 +65,38 @@ func soakKnobs(t *testing.T, prefix string, dur time.Duration) (time.Duration, u
 	}
 	return dur, seed
 }
+
+// TestSoakConsumerPgx is the consumer soak with consumers on pgx: each
+// process keeps its effect once with idempgx's InTx on a pgxpool (the
+// processed event marked in the pgx.Tx of the ledger row, no Store),
+// through the same JetStream rig, load and check as TestSoakConsumer:
+// the broker's redeliveries, processes killed by the test and by their
+// own handler between its commit and its ack, a publisher's retries. For
+// IDEM_SOAK_CONSUMER_PGX_TIME (6 s by default: the short seed of make
+// test) with IDEM_SOAK_CONSUMER_PGX_SEED; make soak-consumer-pgx runs it
+// for longer. It needs Postgres.
+func TestSoakConsumerPgx(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the consumer soak runs for seconds of load")
+	}
+	dur, seed := soakKnobs(t, "IDEM_SOAK_CONSUMER_PGX", 6*time.Second)
+	rig := defaultJSRig()
+	rig.ackWait = 500 * time.Millisecond
+	rig.handlers = 6
+	rig.consumer = consumerPgx
+	l := consumerLoad{
+		seed: seed, dur: dur, rate: 150, procs: 3,
+		failFirst: 0.10, slow: 0.03, slowDelay: 700 * time.Millisecond,
+		maxDelay: 5 * time.Millisecond, die: 0.003, republish: 0.05,
+		killEvery: 100, rig: rig,
+	}
+	t.Logf("consumer soak over pgx.Tx: seed %d, %v of load", seed, dur)
+	rep, run := l.run(t)
+	rep.require(t)
+	if run.kills+run.deaths == 0 {
+		t.Fatal("no consumer process was killed: the seed tested no kill")
+	}
+	if run.deaths == 0 {
+		t.Log("no process died between its commit and its ack in this seed: only the test's kills")
+	}
+}

@@ -12,6 +12,7 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/idempgx v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/middleware/idemecho v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/middleware/idemgin v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
@@ -144,3 +145,5 @@ replace github.com/idemkit/idem/middleware/idemecho => ../middleware/idemecho
 replace github.com/idemkit/idem/idemotel => ../idemotel
 
 replace github.com/idemkit/idem/idemwatermill => ../idemwatermill
+
+replace github.com/idemkit/idem/idempgx => ../idempgx
