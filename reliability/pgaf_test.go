@@ -296,17 +296,19 @@ var lostCommitKinds = []history.Kind{
 // lostCommits reports what the asynchronous standby's lost commits cost:
 // the keys the checker found broken, by kind, and how many of them ran
 // twice. Each anomaly must be one a lost commit explains: of a kind in
-// lostCommitKinds, on a key a call of which overlapped a kill of the
-// primary (the commit the standby lacked was made then).
+// lostCommitKinds, on a key a call of which overlapped a fault of the
+// formation that can promote the standby (the commit the standby lacked
+// was made then): a kill of the primary, or a crash that the monitor
+// answered with a failover before the node was back.
 func lostCommits(t *testing.T, h *history.History, r *history.Report) {
 	t.Helper()
 	var kills [][2]int64
 	for _, f := range h.Faults {
-		if f.Kind == PostgresPrimaryKill {
+		if f.Kind == PostgresPrimaryKill || f.Kind == PostgresCrash {
 			kills = append(kills, [2]int64{f.Start, f.End})
 		}
 	}
-	killed := map[string]bool{} // keys called during a kill
+	killed := map[string]bool{} // keys called during a kill or a crash
 	for _, c := range h.Calls {
 		for _, k := range kills {
 			if c.Invoke <= k[1] && (c.Return == 0 || c.Return >= k[0]) {
@@ -323,7 +325,7 @@ func lostCommits(t *testing.T, h *history.History, r *history.Report) {
 			twice[a.Key] = true
 		}
 		if around := killed[a.Key]; !slices.Contains(lostCommitKinds, a.Kind) || !around {
-			t.Errorf("an anomaly no lost commit explains (kind %s, around a kill of the primary: %v): %s", a.Kind, around, describe(a))
+			t.Errorf("an anomaly no lost commit explains (kind %s, around a kill or crash of the primary: %v): %s", a.Kind, around, describe(a))
 		}
 	}
 	var by []string
@@ -332,6 +334,6 @@ func lostCommits(t *testing.T, h *history.History, r *history.Report) {
 			by = append(by, fmt.Sprintf("%s %d", k, n))
 		}
 	}
-	t.Logf("asynchronous standby: %d kills of the primary, %d keys called during them, %d keys broken by lost commits (%s), %d of them run twice",
-		r.Summary.Faults[PostgresPrimaryKill], len(killed), len(keys), strings.Join(by, ", "), len(twice))
+	t.Logf("asynchronous standby: %d kills and %d crashes of the primary, %d keys called during them, %d keys broken by lost commits (%s), %d of them run twice",
+		r.Summary.Faults[PostgresPrimaryKill], r.Summary.Faults[PostgresCrash], len(killed), len(keys), strings.Join(by, ", "), len(twice))
 }

@@ -26,6 +26,8 @@
 #   pgaf.sh wait DIR                until one primary and one secondary
 #
 # Ports: PGAF_PORT (55432) for the monitor, the next two for the nodes.
+# PGAF_UNHEALTHY_MS (4000) is how long the monitor waits before it fails
+# a primary it cannot reach over (pg_auto_failover's default is 20000).
 # Installs postgresql-15-auto-failover and pg-auto-failover-cli from the
 # distribution when pg_autoctl is missing (as root).
 set -euo pipefail
@@ -169,19 +171,29 @@ start() {
     -c "ALTER SYSTEM SET pgautofailover.health_check_timeout = 2000" \
     -c "ALTER SYSTEM SET pgautofailover.health_check_max_retries = 2" \
     -c "ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500" \
-    -c "ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 4000" \
+    -c "ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = ${PGAF_UNHEALTHY_MS:-4000}" \
     -c "ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 6000" \
     -c "SELECT pg_reload_conf()" >/dev/null
   for n in node1 node2; do
     if [ ! -f "$dir/$n/PG_VERSION" ]; then
       say "creating $n on $(port_of $n)"
-      as pg_autoctl create postgres --pgdata "$dir/$n" --pgport "$(port_of $n)" --pghost 127.0.0.1 \
-        --hostname 127.0.0.1 --name "$n" --dbname "$DB" --monitor "$(monitor_uri)" --auth trust --no-ssl \
-        --pgctl "$PG_BIN/pg_ctl" >"$dir/$n.create.log" 2>&1 ||
-        # Its exit status can come from stopping the Postgres it started,
-        # once the node is initialised: that node is good.
-        grep -q "keeper has been successfully initialized" "$dir/$n.create.log" ||
-        die "create $n failed: $(tail -5 "$dir/$n.create.log")"
+      # pg_autoctl gives a standby's Postgres under 3 s to take
+      # connections after its base backup, which a loaded host can miss;
+      # the same command again resumes the node's initialisation. Its exit
+      # status can also come from stopping the Postgres it started, once
+      # the node is initialised: that node is good.
+      local ok=""
+      for _ in 1 2 3 4; do
+        if as pg_autoctl create postgres --pgdata "$dir/$n" --pgport "$(port_of $n)" --pghost 127.0.0.1 \
+          --hostname 127.0.0.1 --name "$n" --dbname "$DB" --monitor "$(monitor_uri)" --auth trust --no-ssl \
+          --pgctl "$PG_BIN/pg_ctl" >>"$dir/$n.create.log" 2>&1 ||
+          grep -q "keeper has been successfully initialized" "$dir/$n.create.log"; then
+          ok=1; break
+        fi
+        say "create $n: again"
+        sleep 1
+      done
+      [ -n "$ok" ] || die "create $n failed: $(tail -5 "$dir/$n.create.log")"
       # A standby's timings: give up on an unreachable primary fast.
       as pg_autoctl config set --pgdata "$dir/$n" timeout.network_partition_timeout 3 >/dev/null
       as pg_autoctl config set --pgdata "$dir/$n" timeout.prepare_promotion_walreceiver 1 >/dev/null
