@@ -71,6 +71,13 @@
 // inject and IDEM_SOAK_NEMESIS=off injects none (the run then fails on the
 // missing kinds, but checks the history all the same).
 //
+// TestSoakFailover (make infra-pg runs it long) runs the same soak on a
+// pg_auto_failover formation that infra/pgaf.sh starts — a monitor and two
+// Postgres nodes, reached through a multi-host DSN — while the nemesis
+// switches the primary over, kills its node and crashes its Postgres:
+// with a synchronous standby any anomaly fails it; with an asynchronous
+// one it counts what the lost commits broke.
+//
 // Scenarios that found a weakness in another package stay here as
 // regression tests; their comments say what used to go wrong.
 package reliability
