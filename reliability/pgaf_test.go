@@ -36,7 +36,7 @@ const (
 // pgafOutage bounds how long a fault of the formation leaves it without
 // a primary that takes writes: the monitor's detection of a dead
 // primary, its demote timeout and the promotion.
-const pgafOutage = 20 * time.Second
+const pgafOutage = 40 * time.Second
 
 // pgafKinds are the faults of the formation's track, in a round's order.
 var pgafKinds = []history.FaultKind{PostgresSwitchover, PostgresPrimaryKill, PostgresCrash}

@@ -26,8 +26,11 @@
 #   pgaf.sh wait DIR                until one primary and one secondary
 #
 # Ports: PGAF_PORT (55432) for the monitor, the next two for the nodes.
-# PGAF_UNHEALTHY_MS (4000) is how long the monitor waits before it fails
-# a primary it cannot reach over (pg_auto_failover's default is 20000).
+# PGAF_UNHEALTHY_MS is how long the monitor waits before it fails a
+# primary it cannot reach over: pg_auto_failover's default, 20000, well
+# above a crashed primary's recovery in place (with 4000 a loaded host's
+# recovery outlasts it, and the monitor fails over a primary that has
+# already shown what it recovered).
 # Installs postgresql-15-auto-failover and pg-auto-failover-cli from the
 # distribution when pg_autoctl is missing (as root).
 set -euo pipefail
@@ -171,7 +174,7 @@ start() {
     -c "ALTER SYSTEM SET pgautofailover.health_check_timeout = 2000" \
     -c "ALTER SYSTEM SET pgautofailover.health_check_max_retries = 2" \
     -c "ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500" \
-    -c "ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = ${PGAF_UNHEALTHY_MS:-4000}" \
+    -c "ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = ${PGAF_UNHEALTHY_MS:-20000}" \
     -c "ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 6000" \
     -c "SELECT pg_reload_conf()" >/dev/null
   for n in node1 node2; do
