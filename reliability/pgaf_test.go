@@ -295,24 +295,24 @@ var lostCommitKinds = []history.Kind{
 
 // lostCommits reports what the asynchronous standby's lost commits cost:
 // the keys the checker found broken, by kind, and how many of them ran
-// twice. Each anomaly must be one a lost commit explains: of a kind in
+// twice, and which of the formation's faults their calls overlapped.
+// Each anomaly must be one a lost commit explains: of a kind in
 // lostCommitKinds, on a key a call of which overlapped a fault of the
-// formation that can promote the standby (the commit the standby lacked
-// was made then): a kill of the primary, or a crash that the monitor
-// answered with a failover before the node was back.
+// formation (the commit the standby lacked was made then). With an
+// asynchronous standby each of them promotes a standby that may lack the
+// last commits: a kill; a crash that the monitor answers with a failover
+// before the node is back; and a switchover, whose old primary commits
+// on until it is demoted, after the standby stopped replicating.
 func lostCommits(t *testing.T, h *history.History, r *history.Report) {
 	t.Helper()
-	var kills [][2]int64
-	for _, f := range h.Faults {
-		if f.Kind == PostgresPrimaryKill || f.Kind == PostgresCrash {
-			kills = append(kills, [2]int64{f.Start, f.End})
-		}
-	}
-	killed := map[string]bool{} // keys called during a kill or a crash
+	killed := map[string]map[history.FaultKind]bool{} // keys called during a fault of the formation
 	for _, c := range h.Calls {
-		for _, k := range kills {
-			if c.Invoke <= k[1] && (c.Return == 0 || c.Return >= k[0]) {
-				killed[c.Key] = true
+		for _, f := range h.Faults {
+			if slices.Contains(pgafKinds, f.Kind) && c.Invoke <= f.End && (c.Return == 0 || c.Return >= f.Start) {
+				if killed[c.Key] == nil {
+					killed[c.Key] = map[history.FaultKind]bool{}
+				}
+				killed[c.Key][f.Kind] = true
 			}
 		}
 	}
@@ -324,8 +324,14 @@ func lostCommits(t *testing.T, h *history.History, r *history.Report) {
 		case history.DuplicateExecution, history.RerunAfterSuccess, history.DuplicateEffect:
 			twice[a.Key] = true
 		}
-		if around := killed[a.Key]; !slices.Contains(lostCommitKinds, a.Kind) || !around {
-			t.Errorf("an anomaly no lost commit explains (kind %s, around a kill or crash of the primary: %v): %s", a.Kind, around, describe(a))
+		if around := len(killed[a.Key]) > 0; !slices.Contains(lostCommitKinds, a.Kind) || !around {
+			t.Errorf("an anomaly no lost commit explains (kind %s, around a fault of the formation: %v): %s", a.Kind, around, describe(a))
+		}
+	}
+	during := map[history.FaultKind]int{} // broken keys by the faults their calls overlapped
+	for key := range keys {
+		for k := range killed[key] {
+			during[k]++
 		}
 	}
 	var by []string
@@ -334,6 +340,7 @@ func lostCommits(t *testing.T, h *history.History, r *history.Report) {
 			by = append(by, fmt.Sprintf("%s %d", k, n))
 		}
 	}
-	t.Logf("asynchronous standby: %d kills and %d crashes of the primary, %d keys called during them, %d keys broken by lost commits (%s), %d of them run twice",
-		r.Summary.Faults[PostgresPrimaryKill], r.Summary.Faults[PostgresCrash], len(killed), len(keys), strings.Join(by, ", "), len(twice))
+	t.Logf("asynchronous standby: %d switchovers, %d kills and %d crashes of the primary, %d keys called during them, %d keys broken by lost commits (%s; called during a switchover %d, a kill %d, a crash %d), %d of them run twice",
+		r.Summary.Faults[PostgresSwitchover], r.Summary.Faults[PostgresPrimaryKill], r.Summary.Faults[PostgresCrash], len(killed), len(keys), strings.Join(by, ", "),
+		during[PostgresSwitchover], during[PostgresPrimaryKill], during[PostgresCrash], len(twice))
 }
