@@ -12,7 +12,7 @@ BENCHTIME ?= 1s
 COUNT     ?= 6
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all bench-floors bench-chart soak soak-consumer soak-consumer-pgx soak-watermill soak-locks queue-load infra-galera infra-redis-cluster infra-kafka
+.PHONY: test test-race fuzz-agree backends modules apicheck apicheck-test lint fuzz bench bench-all bench-floors bench-chart soak soak-consumer soak-consumer-pgx soak-watermill soak-locks queue-load infra-galera infra-redis-cluster infra-kafka infra-pg
 
 # test: every package of every module under the race detector, after saying
 # which backends this run has and checking that each module stands alone;
@@ -137,6 +137,19 @@ GALERAKILLS ?= 6
 infra-galera:
 	bash reliability/infra/galera.sh install
 	IDEM_REQUIRE_SERVICES=1 IDEM_GALERA_CALLS=$(GALERACALLS) IDEM_GALERA_KILLS=$(GALERAKILLS) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestGalera$$' -count=1 -v -timeout 40m ./reliability/
+
+# infra-pg: the soak on a pg_auto_failover formation (a monitor and two
+# Postgres nodes on ports 55432-55434, started by reliability/infra/pgaf.sh,
+# which installs the distribution's pg_auto_failover packages when they are
+# missing), through a multi-host DSN, while the primary is switched over,
+# killed (the standby promoted) and crashed, at least five times each:
+# three runs of PGTIME each with SOAKSEED — a synchronous standby in the
+# standard and in the atomic mode, which must show no anomaly, and an
+# asynchronous standby a second behind at each kill, whose lost commits
+# the run counts and classifies. make test runs a short seed of it.
+PGTIME ?= 150s
+infra-pg:
+	IDEM_SOAK_TIME=$(PGTIME) IDEM_SOAK_SEED=$(SOAKSEED) $(GO) test -run '^TestSoakFailover$$' -count=1 -v -timeout 60m ./reliability/
 
 # soak-consumer: the soak's consumer variant, for SOAKTIME with SOAKSEED:
 # messages through three consumer processes on an embedded JetStream

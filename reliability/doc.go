@@ -80,6 +80,13 @@
 // (SIGKILL) and restarts it, in the standard and the atomic mode, judged
 // by the same history checker.
 //
+// TestSoakFailover (make infra-pg runs it long) runs the same soak on a
+// pg_auto_failover formation that infra/pgaf.sh starts — a monitor and two
+// Postgres nodes, reached through a multi-host DSN — while the nemesis
+// switches the primary over, kills its node and crashes its Postgres:
+// with a synchronous standby any anomaly fails it; with an asynchronous
+// one it counts what the lost commits broke.
+//
 // Scenarios that found a weakness in another package stay here as
 // regression tests; their comments say what used to go wrong.
 package reliability

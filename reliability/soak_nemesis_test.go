@@ -143,6 +143,10 @@ func withRedis(o *redis.Options, fn func(*redis.Client) error) error {
 // postgresTrack kills the children's backends and black-holes their
 // connections in turn.
 func (n *nemesis) postgresTrack(ctx context.Context, start time.Time) {
+	if n.set.pgaf != nil {
+		n.pgafTrack(ctx, start)
+		return
+	}
 	r := rand.New(rand.NewPCG(n.set.seed, 2))
 	plan := repeat(times(n.set.dur), history.PostgresKill, history.PostgresBlackhole)
 	schedule(ctx, r, start, n.set.dur, plan, func(_ int, kind history.FaultKind) {
@@ -303,11 +307,15 @@ func (n *nemesis) killOwner(ctx context.Context, r *rand.Rand, p *proc) {
 // owning sends a slow request of a new key to p and returns the key once
 // its handler runs there. A request whose handler does not start (the
 // stores could not decide, say) is replaced by another, for at least five
-// attempts and four leases: a Postgres fault on the other track may hold
-// every claim for more than a lease. nil: none started.
+// attempts and four leases (and pgafOutage more on a formation): a
+// Postgres fault on the other track may hold every claim for more than a
+// lease. nil: none started.
 func (n *nemesis) owning(ctx context.Context, r *rand.Rand, p *proc, wg *sync.WaitGroup) *soakKey {
 	var k *soakKey
 	giveUp := time.Now().Add(4 * n.set.lease)
+	if n.set.pgaf != nil {
+		giveUp = giveUp.Add(pgafOutage) // a promotion holds every claim longer
+	}
 	for attempt := 0; k == nil; attempt++ {
 		if (attempt >= 5 && time.Now().After(giveUp)) || ctx.Err() != nil {
 			n.fail(fmt.Errorf("nemesis: no handler of an owner started on %s in %d attempts", p.node, attempt))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/idemkit/idem/internal/testkit/faultproxy"
 	"github.com/idemkit/idem/internal/testkit/history"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
@@ -38,6 +39,11 @@ type soakSettings struct {
 	// execution writes its charge in the transaction that claims and
 	// completes its key, and the nemesis also kills owners' processes.
 	atomic bool
+	// pgaf, when set, is the pg_auto_failover formation the soak runs on
+	// in place of the shared Postgres behind a fault proxy: the children
+	// connect with its multi-host DSN, and the nemesis's Postgres track
+	// switches its primary over, kills it and crashes it.
+	pgaf *pgaf
 }
 
 // soakSettingsFrom reads IDEM_SOAK_TIME (how long; 8 s by default: the
@@ -170,13 +176,23 @@ func TestSoakAtomic(t *testing.T) {
 	soak(t, set)
 }
 
-// soak is one run of the soak with set.
-func soak(t *testing.T, set soakSettings) {
+// soak is one run of the soak with set; it returns the history and the
+// checker's report. Every anomaly fails the test, unless the run is on a
+// formation with an asynchronous standby, whose losses the caller
+// classifies.
+func soak(t *testing.T, set soakSettings) (*history.History, *history.Report) {
 	began := time.Now()
 	dir := t.TempDir()
 
-	pg := testenv.Postgres(t)
-	pgVia, proxy := testenv.PostgresViaProxy(t)
+	var pg, pgVia *testenv.SQL
+	var proxy *faultproxy.Proxy
+	if set.pgaf != nil {
+		pg = set.pgaf.sql
+		pgVia = &testenv.SQL{Kind: pg.Kind, DSN: pg.DSN, Real: true}
+	} else {
+		pg = testenv.Postgres(t)
+		pgVia, proxy = testenv.PostgresViaProxy(t)
+	}
 	// database/sql opens connections on one goroutine, under no deadline
 	// of a call's: without a connect timeout, one connect the black hole
 	// swallows holds every later one of the pool, for ever.
@@ -288,6 +304,14 @@ func soak(t *testing.T, set soakSettings) {
 	if set.atomic {
 		mode = " (atomic)"
 	}
+	lossy := set.pgaf != nil && set.pgaf.async
+	if set.pgaf != nil {
+		mode += fmt.Sprintf(" on pg_auto_failover, %s standby", map[bool]string{true: "asynchronous", false: "synchronous"}[set.pgaf.async])
+	}
+	report := t.Errorf
+	if lossy { // the caller classifies them
+		report = t.Logf
+	}
 	t.Logf("soak%s: seed %d, wall %v: setup %v, load %v (%d calls, %.0f/s), settling %v, quiet round %v, reading, stopping and checking %v\n%s",
 		mode, set.seed, ms(time.Since(began)), ms(setup), ms(loaded), l.calls.Load(), float64(l.calls.Load())/loaded.Seconds(),
 		ms(settled), ms(quietTook), ms(ended), r.Summary)
@@ -300,9 +324,9 @@ func soak(t *testing.T, set soakSettings) {
 	told := map[history.Kind]int{}
 	for _, a := range r.Anomalies {
 		if told[a.Kind]++; told[a.Kind] <= 3 { // the first of each kind with the key's story
-			t.Errorf("anomaly: %s\n%s", describe(a), timeline(h, a.Key, 60))
+			report("anomaly: %s\n%s", describe(a), timeline(h, a.Key, 60))
 		} else {
-			t.Errorf("anomaly: %s", describe(a))
+			report("anomaly: %s", describe(a))
 		}
 	}
 	if dir := os.Getenv("IDEM_SOAK_KEEP"); dir != "" && len(r.Anomalies) > 0 {
@@ -326,9 +350,21 @@ func soak(t *testing.T, set soakSettings) {
 	if set.atomic {
 		kinds = append(slices.Clone(kinds), history.ProcessKill)
 	}
+	if set.pgaf != nil { // the formation's faults in place of the proxy's
+		kinds = slices.DeleteFunc(slices.Clone(kinds), func(k history.FaultKind) bool {
+			return k == history.PostgresKill || k == history.PostgresBlackhole
+		})
+	}
 	for _, k := range kinds {
 		if got := r.Summary.Faults[k]; got < want {
 			t.Errorf("%s injected %d times, want at least %d", k, got, want)
+		}
+	}
+	if set.pgaf != nil {
+		for _, k := range pgafKinds {
+			if got, want := r.Summary.Faults[k], pgafRounds(set.dur); got < want {
+				t.Errorf("%s injected %d times, want at least %d", k, got, want)
+			}
 		}
 	}
 	if set.dur >= time.Minute { // a short seed is too short for the rare rows
@@ -338,6 +374,7 @@ func soak(t *testing.T, set soakSettings) {
 			}
 		}
 	}
+	return h, r
 }
 
 // anomaliesByEnding counts the anomalies per ending of their key's
