@@ -2,6 +2,7 @@ package idemgin_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -65,9 +66,15 @@ func TestPassThroughAllocatesNothingMore(t *testing.T) {
 	guarded := gin.New()
 	guarded.Use(must.Get(idemgin.Middleware(behaviour.MemoryStore(t), middleware.WithScope(idemgin.ScopeFromContext("account"))))(t))
 	route(guarded)
+	// The fewest of several counts: AllocsPerRun counts the process's
+	// allocations, and another test's goroutine may allocate meanwhile.
 	allocs := func(h http.Handler) float64 {
 		req := httptest.NewRequest(http.MethodGet, "/payments", nil)
-		return testing.AllocsPerRun(100, func() { h.ServeHTTP(httptest.NewRecorder(), req) })
+		least := math.Inf(1)
+		for range 5 {
+			least = min(least, testing.AllocsPerRun(100, func() { h.ServeHTTP(httptest.NewRecorder(), req) }))
+		}
+		return least
 	}
 	if a, b := allocs(bare), allocs(guarded); b > a+2 {
 		t.Fatalf("a GET through the middleware allocates %v times, %v without it", b, a)
