@@ -61,7 +61,7 @@
 // request with the status, replayed headers and body its caller got,
 // every run of a handler with the answer it meant and how it ended, the
 // ledger's committed rows and every fault are recorded
-// (internal/testkit/history); once the faults are lifted, every lease has
+// (internal/history); once the faults are lifted, every lease has
 // lapsed and a quiet round has called every key once more, the stores are
 // read directly and the history is checked. Any anomaly fails the test, as
 // does a service process that leaves a goroutine behind or, under the race

@@ -21,7 +21,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 	"github.com/idemkit/idem/middleware/idemgin"

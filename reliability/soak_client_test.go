@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/middleware"
 )
 

@@ -25,7 +25,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
-	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"

@@ -18,7 +18,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem/internal/testkit/faultproxy"
-	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 )

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // The endings of a handler, as HTTP answers: a value here is status,

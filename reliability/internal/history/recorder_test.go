@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // errLeaseLost stands for idem.ErrLeaseLost, which this package does not

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // Two processes record their calls; the second ran the work again after

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/idemkit/idem/internal/testkit/history"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // clone copies h deeply enough for a corruption to change it.

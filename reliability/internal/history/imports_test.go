@@ -13,7 +13,7 @@ func TestImportsNothingOfIdem(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
-	const self = "github.com/idemkit/idem/internal/testkit/history"
+	const self = "github.com/idemkit/idem/reliability/internal/history"
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", self).Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
