@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/testenv"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )

@@ -10,10 +10,10 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/redislayer"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )

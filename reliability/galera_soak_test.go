@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/testenv"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/sqllayer"
 )
 

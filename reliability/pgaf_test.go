@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/testenv"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // The fault kinds of a pg_auto_failover formation's nemesis.

@@ -21,10 +21,10 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/middleware"
 	"github.com/idemkit/idem/middleware/idemecho"
 	"github.com/idemkit/idem/middleware/idemgin"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )

@@ -26,8 +26,8 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/clock"
 	"github.com/idemkit/idem/internal/testkit/faultlayer"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/redislayer"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/sqllayer"
 	"github.com/idemkit/idem/tiered"
 )

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // One request of the soak's client, as the history records it: a call

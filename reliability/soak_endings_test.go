@@ -18,8 +18,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/middleware"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // How the handler's work ends. Besides the behaviours a request asks for

@@ -25,11 +25,11 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/fingerprint"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
 	"github.com/idemkit/idem/redislayer"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // maxSkew is the largest skew of a child's clock the nemesis sets.

@@ -19,8 +19,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem/internal/testkit/faultproxy"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/testenv"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // nemesis injects the soak's faults, each recorded as a history Fault

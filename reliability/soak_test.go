@@ -18,9 +18,9 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/idemkit/idem/internal/testkit/faultproxy"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/stacktest"
 	"github.com/idemkit/idem/internal/testkit/testenv"
+	"github.com/idemkit/idem/reliability/internal/history"
 )
 
 // soakSettings are the timings of one soak run, shared by the parent and

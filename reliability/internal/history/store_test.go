@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/internal/testkit/must"
 	"github.com/idemkit/idem/memlayer"
+	"github.com/idemkit/idem/reliability/internal/history"
 	"github.com/idemkit/idem/tiered"
 )
 
