@@ -190,45 +190,12 @@ func (l *clusterLoad) call(ctx context.Context, n *clusterNode, k *clusterKey, f
 		sl.ended()
 		return v, nil
 	})
-	p.Return(clusterOutcome(ctx, res, err), res.Value, err)
+	p.Return(outcomeOfDo(ctx, res, err, errClusterWork), res.Value, err)
 	span := callSpan{invoke: invoke, ret: time.Now().UnixNano(),
 		fellBack: tr.redisFailed.Load() || off || n.off.Load() || n.offs.Load() != offs}
 	l.mu.Lock()
 	l.spans = append(l.spans, span)
 	l.mu.Unlock()
-}
-
-// clusterOutcome maps Do's answer to the history's outcome, errors first
-// (callers that shared a failed execution get Result.Replayed with the
-// error).
-func clusterOutcome(ctx context.Context, res tiered.Result, err error) history.Outcome {
-	var pe *tiered.PanicError
-	switch {
-	case err == nil && res.Replayed:
-		return history.Replayed
-	case err == nil:
-		return history.Executed
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return history.Canceled
-	case errors.As(err, &pe):
-		return history.Panicked
-	case errors.Is(err, tiered.ErrNotReplayable):
-		return history.NotReplayable
-	case errors.Is(err, idem.ErrLeaseLost):
-		return history.LeaseLost
-	case errors.Is(err, idem.ErrMismatch):
-		return history.Mismatch
-	case errors.Is(err, idem.ErrInFlight):
-		return history.InFlight
-	case errors.Is(err, idem.ErrUnavailable):
-		return history.Unavailable
-	case errors.Is(err, idem.ErrClosed):
-		return history.Closed
-	case errors.Is(err, errClusterWork):
-		return history.FnFailed
-	default:
-		return history.OtherError
-	}
 }
 
 // newKey adds a key to the load.
@@ -315,28 +282,7 @@ func clusterFinals(t *testing.T, admin *bun.DB, rc *testenv.RedisCluster, prefix
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	type row struct {
-		state  int64
-		fp     []byte
-		result []byte
-	}
-	rows := map[string]row{}
-	q, err := admin.QueryContext(ctx, "SELECT key_digest, state, fingerprint, result FROM "+records)
-	if err != nil {
-		t.Fatalf("read the records: %v", err)
-	}
-	for q.Next() {
-		var d []byte
-		var r row
-		if err := q.Scan(&d, &r.state, &r.fp, &r.result); err != nil {
-			t.Fatalf("read the records: %v", err)
-		}
-		rows[string(d)] = r
-	}
-	if err := q.Err(); err != nil {
-		t.Fatalf("read the records: %v", err)
-	}
-	_ = q.Close()
+	rows := readRecordRows(ctx, t, admin, "SELECT key_digest, state, fingerprint, result FROM "+records)
 	stored := func(state idem.State, fp string, result []byte) history.Stored {
 		if state == idem.StateCompleted {
 			return history.Stored{State: history.Completed, Fingerprint: fp, Value: result}

@@ -73,8 +73,11 @@ func galeraFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, ledger strin
 	return finals
 }
 
-// outcomeOfDo maps Do's answer to the history's outcome, errors first.
-func outcomeOfDo(ctx context.Context, res tiered.Result, err error) history.Outcome {
+// outcomeOfDo maps Do's answer to the history's outcome, errors first
+// (callers that shared a failed execution get Result.Replayed with the
+// error); workErr, when not nil, is the error of the load's own failing
+// work, which is the function's failure.
+func outcomeOfDo(ctx context.Context, res tiered.Result, err, workErr error) history.Outcome {
 	var pe *tiered.PanicError
 	switch {
 	case err == nil && res.Replayed:
@@ -97,6 +100,8 @@ func outcomeOfDo(ctx context.Context, res tiered.Result, err error) history.Outc
 		return history.Unavailable
 	case errors.Is(err, idem.ErrClosed):
 		return history.Closed
+	case workErr != nil && errors.Is(err, workErr):
+		return history.FnFailed
 	}
 	return history.OtherError
 }

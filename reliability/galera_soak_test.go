@@ -149,7 +149,7 @@ func testGaleraSoak(t *testing.T, g *galera, atomicMode bool) {
 			x.End(v, nil)
 			return v, nil
 		})
-		out := outcomeOfDo(ctx, res, err)
+		out := outcomeOfDo(ctx, res, err, nil)
 		p.Return(out, res.Value, err)
 		return out, err
 	}

@@ -43,28 +43,7 @@ func readFinals(t *testing.T, admin *bun.DB, st *stacktest.Stack, rs *testenv.Re
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	type row struct {
-		state  int64
-		fp     []byte
-		result []byte
-	}
-	rows := map[string]row{}
-	q, err := admin.QueryContext(ctx, "SELECT key_digest, state, fingerprint, result FROM "+st.Records+" WHERE expires_at > clock_timestamp()")
-	if err != nil {
-		t.Fatalf("read the records: %v", err)
-	}
-	for q.Next() {
-		var d []byte
-		var r row
-		if err := q.Scan(&d, &r.state, &r.fp, &r.result); err != nil {
-			t.Fatalf("read the records: %v", err)
-		}
-		rows[string(d)] = r
-	}
-	if err := q.Err(); err != nil {
-		t.Fatalf("read the records: %v", err)
-	}
-	_ = q.Close()
+	rows := readRecordRows(ctx, t, admin, "SELECT key_digest, state, fingerprint, result FROM "+st.Records+" WHERE expires_at > clock_timestamp()")
 	effects := readLedger(ctx, t, admin, ledger)
 
 	reader := must.Get(redislayer.New(rs.Client(t), redislayer.WithPrefix(st.Prefix), redislayer.WithTimeout(5*time.Second)))(t)
@@ -225,20 +204,7 @@ func readLedger(ctx context.Context, t *testing.T, admin *bun.DB, ledger string)
 // links each call to its own execution.
 func assemble(t *testing.T, files []string, finals []history.Final) *history.History {
 	t.Helper()
-	var parts []*history.History
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := history.Decode(f)
-		_ = f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		parts = append(parts, h)
-	}
-	h := history.Merge(append(parts, &history.History{Finals: finals})...)
+	h := mergeHistory(t, files, finals)
 	linkExecutions(h)
 	return h
 }
@@ -427,4 +393,35 @@ func awaitAbandoned(t *testing.T, admin *bun.DB, apps string, since time.Time) t
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// recordRow is a record's row as the finals read it.
+type recordRow struct {
+	state  int64
+	fp     []byte
+	result []byte
+}
+
+// readRecordRows runs query, which selects key_digest, state, fingerprint
+// and result, and returns the rows by digest.
+func readRecordRows(ctx context.Context, t *testing.T, admin *bun.DB, query string) map[string]recordRow {
+	t.Helper()
+	rows := map[string]recordRow{}
+	q, err := admin.QueryContext(ctx, query)
+	if err != nil {
+		t.Fatalf("read the records: %v", err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var d []byte
+		var r recordRow
+		if err := q.Scan(&d, &r.state, &r.fp, &r.result); err != nil {
+			t.Fatalf("read the records: %v", err)
+		}
+		rows[string(d)] = r
+	}
+	if err := q.Err(); err != nil {
+		t.Fatalf("read the records: %v", err)
+	}
+	return rows
 }

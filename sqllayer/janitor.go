@@ -27,13 +27,9 @@ func (l *Layer) DeleteExpired(ctx context.Context, batch int) (n int64, err erro
 	}
 	for _, stmt := range l.st.sweep {
 		for {
-			var deleted int64
-			err := l.retry(ctx, func() (err error) {
-				deleted, err = affected(ctx, l.pool(), stmt, int64(batch))
-				return err
-			})
+			deleted, err := l.sweepOnce(ctx, stmt, batch)
 			if err != nil {
-				return n, l.wrap("delete expired", err)
+				return n, err
 			}
 			n += deleted
 			if deleted < int64(batch) {
@@ -42,6 +38,18 @@ func (l *Layer) DeleteExpired(ctx context.Context, batch int) (n int64, err erro
 		}
 	}
 	return n, nil
+}
+
+// sweepOnce runs one sweep statement, deleting at most batch rows.
+func (l *Layer) sweepOnce(ctx context.Context, stmt string, batch int) (deleted int64, err error) {
+	err = l.retry(ctx, func() (err error) {
+		deleted, err = affected(ctx, l.pool(), stmt, int64(batch))
+		return err
+	})
+	if err != nil {
+		return 0, l.wrap("delete expired", err)
+	}
+	return deleted, nil
 }
 
 // DeleteExpiredBatch runs one batch of DeleteExpired: each of its
@@ -55,13 +63,9 @@ func (l *Layer) DeleteExpiredBatch(ctx context.Context, batch int) (n int64, err
 		return 0, fmt.Errorf("sqllayer: DeleteExpiredBatch: batch %d must be positive", batch)
 	}
 	for _, stmt := range l.st.sweep {
-		var deleted int64
-		err := l.retry(ctx, func() (err error) {
-			deleted, err = affected(ctx, l.pool(), stmt, int64(batch))
-			return err
-		})
+		deleted, err := l.sweepOnce(ctx, stmt, batch)
 		if err != nil {
-			return n, l.wrap("delete expired", err)
+			return n, err
 		}
 		n += deleted
 	}
